@@ -1,0 +1,172 @@
+"""Plain-torch attention pieces shared by the families: RoPE, masked attention, KV stores.
+
+These are the reference implementations: every fast path (paged kernels, CUDA graphs) is
+tested against them.
+
+A KV store decides where a layer's keys and values live. The transformer layer hands it
+the new keys/values with their absolute positions and gets back everything the queries may
+look at, with a position per key (-1 marks an empty slot, masked out).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+
+def rope_frequencies(head_dim: int, max_period: float, device: torch.device) -> torch.Tensor:
+    """[head_dim // 2] angular frequencies, float32."""
+    index = torch.arange(head_dim // 2, device=device, dtype=torch.float32)
+    return torch.exp(index * (-math.log(max_period) * 2 / head_dim))
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, max_period: float) -> torch.Tensor:
+    """Rotate interleaved (even, odd) channel pairs of x [B, T, H, D] by positions [B, T]."""
+    batch, steps, heads, head_dim = x.shape
+    freqs = rope_frequencies(head_dim, max_period, x.device)
+    angles = positions.to(torch.float32)[:, :, None, None] * freqs  # [B, T, 1, D/2]
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    pairs = x.view(batch, steps, heads, head_dim // 2, 2).float()
+    real, imag = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack([real * cos - imag * sin, real * sin + imag * cos], dim=-1)
+    return rotated.to(x.dtype).view(batch, steps, heads, head_dim)
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_positions: torch.Tensor,
+    k_positions: torch.Tensor,
+    context: int | None = None,
+) -> torch.Tensor:
+    """Causal attention by absolute position.
+
+    q [B, T, H, D]; k, v [B, S, Hkv, D] with H a multiple of Hkv (grouped-query);
+    q_positions [B, T]; k_positions [B, S] (-1 = empty). A query sees keys at positions
+    <= its own, and with `context` only the last `context` of them. Returns [B, T, H, D].
+    """
+    delta = q_positions[:, :, None] - k_positions[:, None, :]  # [B, T, S]
+    mask = (k_positions[:, None, :] >= 0) & (delta >= 0)
+    if context is not None:
+        mask = mask & (delta < context)
+    group = q.shape[2] // k.shape[2]
+    if group > 1:
+        k = k.repeat_interleave(group, dim=2)
+        v = v.repeat_interleave(group, dim=2)
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask[:, None]
+    )
+    return out.transpose(1, 2)
+
+
+class KVStore(Protocol):
+    """Where a transformer's keys and values live between calls."""
+
+    def write_and_read(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Store k, v [B, T, Hkv, D] at positions [B, T]; return (keys, values, key_positions)
+        covering everything the new queries may attend to."""
+        ...
+
+
+class NoCache:
+    """Stateless: queries attend within the call only (offline encoding, training)."""
+
+    def write_and_read(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return k, v, positions
+
+
+class ContiguousKV:
+    """One request's keys and values in growing contiguous tensors.
+
+    Layout: k, v [L, 1, capacity, Hkv, D]; `length` entries are valid. Positions are
+    0..length-1 (a fresh context). Capacity doubles when full.
+    """
+
+    def __init__(self, num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype,
+                 device: torch.device, capacity: int = 64) -> None:
+        shape = (num_layers, 1, capacity, kv_heads, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0
+        self._pending = 0  # entries written by layers of the current call, not yet committed
+
+    @classmethod
+    def from_prefix(cls, k: torch.Tensor, v: torch.Tensor) -> ContiguousKV:
+        """A store holding a precomputed prefix k, v [L, P, Hkv, D] (e.g. a voice)."""
+        num_layers, length, kv_heads, head_dim = k.shape
+        store = cls(num_layers, kv_heads, head_dim, k.dtype, k.device, max(64, 2 * length))
+        store.k[:, 0, :length] = k
+        store.v[:, 0, :length] = v
+        store.length = length
+        return store
+
+    def next_positions(self, steps: int) -> torch.Tensor:
+        """[1, steps] positions the next `steps` tokens take."""
+        return torch.arange(self.length, self.length + steps, device=self.k.device)[None]
+
+    def write_and_read(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        steps = k.shape[1]
+        end = self.length + steps
+        if end > self.k.shape[2]:
+            self._grow(end)
+        self.k[layer, :, self.length:end] = k
+        self.v[layer, :, self.length:end] = v
+        self._pending = steps
+        key_positions = torch.arange(end, device=k.device)[None]
+        return self.k[layer, :, :end], self.v[layer, :, :end], key_positions
+
+    def commit(self) -> None:
+        """Called once all layers have written the current call's tokens."""
+        self.length += self._pending
+        self._pending = 0
+
+    def prefix(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The valid keys and values, [L, length, Hkv, D] each."""
+        return self.k[:, 0, : self.length].clone(), self.v[:, 0, : self.length].clone()
+
+    def _grow(self, needed: int) -> None:
+        capacity = max(needed, 2 * self.k.shape[2])
+        for name in ("k", "v"):
+            old = getattr(self, name)
+            new = old.new_zeros(old.shape[:2] + (capacity,) + old.shape[3:])
+            new[:, :, : old.shape[2]] = old
+            setattr(self, name, new)
+
+
+class WindowKV:
+    """Keys and values of the last `window` steps, in tensors of fixed shape per request.
+
+    Used for the Mimi decoder's streaming transformer: its attention only looks `context`
+    steps back, so a request's state never grows. The state lives in a dict (the
+    request's decoder state) under `prefix`: k, v [B, window, H, D], pos [B, window]
+    (-1 = empty).
+    """
+
+    def __init__(self, state: dict[str, torch.Tensor], prefix: str) -> None:
+        self.state = state
+        self.prefix = prefix
+
+    def write_and_read(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        name = f"{self.prefix}{layer}"
+        old_k, old_v = self.state[f"{name}.k"], self.state[f"{name}.v"]
+        old_pos = self.state[f"{name}.pos"]
+        keys = torch.cat([old_k, k], dim=1)
+        values = torch.cat([old_v, v], dim=1)
+        key_positions = torch.cat([old_pos, positions], dim=1)
+        window = old_k.shape[1]
+        self.state[f"{name}.k"] = keys[:, -window:]
+        self.state[f"{name}.v"] = values[:, -window:]
+        self.state[f"{name}.pos"] = key_positions[:, -window:]
+        return keys, values, key_positions
