@@ -12,7 +12,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 CACHE_DIR = Path.home() / ".cache" / "polyvox" / "tokenizers"
-_ONSETS = "b c d f g h j k l m n p r s t v w y z ch sh th st pl gr br tr qu sp".split()
+_ONSETS = "b c d f g h j k l m n p r s t v w x y z ch sh th st pl gr br tr qu sp".split()
+_COMMON = ("I a the of and to in is it you that he was for on are with as his they be at one "
+           "have this from or had by hot word but what some we can out other were all there "
+           "when up use your how said an each she which do their time if will way about many "
+           "then them write would like so these her long make thing see him two has look more "
+           "day could go come did number sound no most people my over know water than call "
+           "first who may down side been now find any new work part take get place made live "
+           "where after back little only round man year came show every good me give our "
+           "under name very through just form sentence great think say help low line differ "
+           "turn cause much mean before move right boy old too same tell does set three want "
+           "air well also play small end put home read hand port large spell add even land "
+           "here must big high such follow act why ask men change went light kind off need "
+           "house picture try us again animal point mother world near build self earth father "
+           "fox jumps quick brown lazy dog zebra quiz box yes OK Hello").split()
 _VOWELS = "a e i o u ai ea ou oo ie y".split()
 _CODAS = ["", "n", "r", "s", "t", "nd", "ng", "ck", "ll", "st", "m"]
 _ENDS = [".", "!", "?", "...", ".", ",", ";", ":", "."]
@@ -25,8 +38,11 @@ def _corpus(num_lines: int, seed: int) -> Iterator[str]:
                 for _ in range(rng.randint(1, 3)))
         for _ in range(6000)
     })
+    yield " ".join(chr(c) for c in range(33, 127))
+    yield " ".join(_COMMON)
     for _ in range(num_lines):
-        sentence = " ".join(rng.choice(words) for _ in range(rng.randint(3, 14)))
+        pool = _COMMON if rng.random() < 0.5 else words
+        sentence = " ".join(rng.choice(pool) for _ in range(rng.randint(3, 14)))
         sentence = sentence[0].upper() + sentence[1:] + rng.choice(_ENDS)
         if rng.random() < 0.3:
             sentence += f" {rng.randint(0, 9999)}.{rng.randint(0, 99)}"
