@@ -1,0 +1,109 @@
+"""Strict checkpoint loading, weight resolution and their error messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+
+from polyvox.models.pocket.loader import get_config, load_pocket
+from polyvox.models.pocket.local_tokenizer import train_local_tokenizer
+from polyvox.models.pocket.model import PocketModules
+from polyvox.models.pocket.weights import WeightsError, load_strict, random_init, resolve_weights
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> tuple[Path, dict[str, torch.Tensor]]:
+    modules = PocketModules(get_config("english_2m"))
+    random_init(modules, 4)
+    tensors = {k: v.clone() for k, v in modules.state_dict().items()}
+    path = tmp_path_factory.mktemp("ckpt") / "model.safetensors"
+    safetensors.torch.save_file(tensors, str(path))
+    return path, tensors
+
+
+def test_checkpoint_round_trips(checkpoint) -> None:
+    path, tensors = checkpoint
+    model = load_pocket("english_2m", weights=str(path), tokenizer=str(train_local_tokenizer()))
+    assert not model.is_random
+    for key, value in model.modules.state_dict().items():
+        assert torch.equal(value, tensors[key]), key
+
+
+def test_missing_key_is_named(checkpoint) -> None:
+    _, tensors = checkpoint
+    broken = dict(tensors)
+    del broken["flow_lm.out_eos.bias"]
+    with pytest.raises(WeightsError, match=r"missing key 'flow_lm.out_eos.bias'"):
+        load_strict(PocketModules(get_config("english_2m")), broken, "ckpt")
+
+
+def test_unexpected_key_is_named(checkpoint) -> None:
+    _, tensors = checkpoint
+    broken = dict(tensors) | {"flow_lm.extra.weight": torch.zeros(3)}
+    with pytest.raises(WeightsError, match=r"unexpected key 'flow_lm.extra.weight'"):
+        load_strict(PocketModules(get_config("english_2m")), broken, "ckpt")
+
+
+def test_shape_mismatch_is_named(checkpoint) -> None:
+    _, tensors = checkpoint
+    broken = dict(tensors) | {"flow_lm.bos_emb": torch.zeros(64)}
+    with pytest.raises(WeightsError, match=r"key 'flow_lm.bos_emb' has shape \(64,\).*\(32,\)"):
+        load_strict(PocketModules(get_config("english_2m")), broken, "ckpt")
+
+
+def test_checkpoint_of_another_config_is_refused(checkpoint) -> None:
+    path, _ = checkpoint
+    with pytest.raises(WeightsError, match="key"):
+        load_pocket("english_7m", weights=str(path))
+
+
+def test_weights_from_a_directory(checkpoint) -> None:
+    path, _ = checkpoint
+    assert resolve_weights(str(path.parent), get_config("english_2m")) == path
+
+
+def test_empty_directory_says_what_file_is_needed(tmp_path) -> None:
+    with pytest.raises(WeightsError, match="model.safetensors"):
+        resolve_weights(str(tmp_path), get_config("english_2m"))
+
+
+def test_uncached_hub_repo_explains_what_to_do(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(WeightsError, match="languages/english/model.safetensors"):
+        resolve_weights("kyutai/pocket-tts", get_config("english"))
+
+
+def test_nonexistent_path_is_an_error(tmp_path) -> None:
+    with pytest.raises(WeightsError, match="not found"):
+        resolve_weights(str(tmp_path / "nope" / "x.safetensors"), get_config("english_2m"))
+
+
+def test_missing_tokenizer_is_explained(checkpoint) -> None:
+    path, _ = checkpoint
+    with pytest.raises(FileNotFoundError, match="tokenizer.*--tokenizer"):
+        load_pocket("english_2m", weights=str(path))
+
+
+def test_garbage_file_is_an_error(tmp_path) -> None:
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(WeightsError, match="not a readable safetensors"):
+        load_pocket("english_2m", weights=str(bad))
+
+
+def test_random_init_is_seeded() -> None:
+    a, b, c = (PocketModules(get_config("english_2m")) for _ in range(3))
+    random_init(a, 1)
+    random_init(b, 1)
+    random_init(c, 2)
+    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not torch.equal(sa["flow_lm.input_linear.weight"], sc["flow_lm.input_linear.weight"])
+
+
+def test_without_weights_the_model_is_marked_random(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert load_pocket("english_2m").is_random
