@@ -1,0 +1,92 @@
+"""polyvox command line: say | models."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+DEMO_TEXT = ("Hello! This is polyvox, a streaming text to speech engine. "
+             "It serves many voices at once, in real time.")
+
+
+def _say(args: argparse.Namespace) -> int:
+    import torch
+
+    from polyvox.audio.wav import write_wav
+    from polyvox.models.registry import load_model
+
+    torch.set_num_threads(max(1, args.threads)) if args.threads else None
+    model = load_model(args.model, weights=args.weights, tokenizer=args.tokenizer,
+                       seed=args.seed, device=args.device)
+    if getattr(model, "is_random", False):
+        print(f"note: no weights found for {args.model}: it runs with random weights, so the "
+              "audio will be noise. Pass --weights PATH (see README, 'Real Pocket TTS weights').",
+              file=sys.stderr)
+    started = time.perf_counter()
+    audio = _synthesize(model, args)
+    elapsed = time.perf_counter() - started
+    write_wav(args.output, audio, model.sample_rate)
+    seconds = audio.numel() / model.sample_rate
+    print(f"wrote {Path(args.output).resolve()} ({seconds:.2f} s of audio at "
+          f"{model.sample_rate} Hz, made in {elapsed:.2f} s, {seconds / max(elapsed, 1e-9):.1f}x "
+          "real time)")
+    return 0
+
+
+def _synthesize(model, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from polyvox.models.pocket.model import GenerationParams, PocketTTS, load_voice_path
+
+    if isinstance(model, PocketTTS):
+        voice = load_voice_path(model, args.voice) if args.voice else None
+        params = GenerationParams(temperature=args.temperature, seed=args.seed)
+        return model.synthesize(args.text, voice, params)
+    if args.voice:
+        raise ValueError(f"{args.model} has a single voice: drop --voice")
+    return model.synthesize(args.text, seed=args.seed)
+
+
+def _models(args: argparse.Namespace) -> int:
+    from polyvox.models.registry import model_names
+
+    print("\n".join(model_names()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from polyvox.models.registry import DEFAULT_MODEL
+
+    parser = argparse.ArgumentParser(prog="polyvox", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    say = commands.add_parser("say", help="synthesize text to a WAV file")
+    say.add_argument("text", nargs="?", default=DEMO_TEXT)
+    say.add_argument("-o", "--output", default="out.wav")
+    say.add_argument("--model", default=DEFAULT_MODEL, help=f"default {DEFAULT_MODEL}")
+    say.add_argument("--weights", help="checkpoint file, directory or cached HF repo id")
+    say.add_argument("--tokenizer", help="tokenizer file (when not next to the weights)")
+    say.add_argument("--voice", help="voice: a reference WAV or a voice-state .safetensors")
+    say.add_argument("--seed", type=int, default=0)
+    say.add_argument("--temperature", type=float, default=None)
+    say.add_argument("--device", default="cpu")
+    say.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    say.set_defaults(func=_say)
+    models = commands.add_parser("models", help="list model names")
+    models.set_defaults(func=_models)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, FileNotFoundError, KeyError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Model names -> loaded models.
+
+    pocket/<config>          a Pocket TTS config (e.g. pocket/english, pocket/english_2m)
+    pocket:<file.yaml>       a Pocket TTS config file
+    piper/joe                the Piper en_US-joe-medium voice (needs polyvox[piper])
+    piper:<voice.onnx>       any Piper voice (.onnx with its .onnx.json beside it)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULT_MODEL = "piper/joe"
+
+
+def model_names() -> list[str]:
+    from polyvox.models.pocket.loader import preset_names
+
+    return ["piper/joe"] + [f"pocket/{name}" for name in preset_names()]
+
+
+def load_model(name: str, weights: str | None = None, tokenizer: str | None = None,
+               seed: int = 0, device: str = "cpu") -> Any:
+    """Load a model by name; raises ValueError with the known names when unknown."""
+    if name.startswith("pocket/") or name.startswith("pocket:"):
+        from polyvox.models.pocket.loader import load_pocket
+
+        return load_pocket(name[7:], weights=weights, tokenizer=tokenizer, seed=seed,
+                           device=device)
+    if name == "piper/joe" or name.startswith("piper:"):
+        try:
+            from polyvox.models.piper.model import PiperModel
+        except ImportError as error:
+            raise ValueError(
+                f"model {name} needs the Piper extra: pip install 'polyvox[piper]' ({error})"
+            ) from None
+        return PiperModel.load(None if name == "piper/joe" else name[6:], device=device)
+    raise ValueError(f"unknown model {name!r}: use piper/joe, piper:<voice.onnx>, "
+                     "pocket/<config> or pocket:<config.yaml> (see `polyvox models`)")
