@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import onnxruntime
+import onnxruntime  # type: ignore[import-untyped]
 import torch
 
 from polyvox.models.piper.onnx_graph import (
@@ -73,6 +73,9 @@ class PiperFront:
         options = onnxruntime.SessionOptions()
         if num_threads is not None:
             options.intra_op_num_threads = num_threads
+        # NOTE: idle onnxruntime workers otherwise spin for a while after each run,
+        # taking the cores the PyTorch decoder needs next.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         providers = ["CPUExecutionProvider"]
         self._stage1 = onnxruntime.InferenceSession(
             subgraph(vits, FRONT_INPUTS, stage1_outputs).SerializeToString(),

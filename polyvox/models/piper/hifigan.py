@@ -45,6 +45,8 @@ class Stage:
 
 @dataclass(frozen=True)
 class HiFiGanLayout:
+    """The decoder's architecture as read from the graph (weights referenced by name)."""
+
     conv_pre: ConvLayer
     stages: tuple[Stage, ...]
     conv_post: ConvLayer
@@ -66,6 +68,11 @@ class HiFiGan(nn.Module):
         for stage in layout.stages:
             self.hop_length *= stage.upsample.stride
         self.num_channels = int(weights[layout.conv_pre.weight].shape[1])  # C of z
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights live (inputs are moved there by the callers)."""
+        return next(iter(self.buffers())).device
 
     def forward(self, latents: torch.Tensor) -> torch.Tensor:  # [B, C, T] -> [B, T * hop]
         layout = self.layout
@@ -97,9 +104,7 @@ class HiFiGan(nn.Module):
     def from_vits(vits: VitsGraph) -> HiFiGan:
         """Read the decoder's layout and weights from a Piper graph."""
         layout = read_layout(vits)
-        names = {layout.conv_pre.weight, layout.conv_post.weight}
-        for layer in _all_layers(layout):
-            names.update(n for n in (layer.weight, layer.bias) if n)
+        names = {n for layer in _all_layers(layout) for n in (layer.weight, layer.bias) if n}
         weights = {name: torch.from_numpy(vits.initializer(name).copy()) for name in names}
         return HiFiGan(layout, weights)
 
@@ -108,7 +113,7 @@ def onnx_decoder_error(
     hifigan: HiFiGan, vits: VitsGraph, num_frames: int = 24, seed: int = 0
 ) -> float:
     """max|torch - onnxruntime| / max|onnxruntime| of the decoder on random z [1, C, T]."""
-    import onnxruntime
+    import onnxruntime  # type: ignore[import-untyped]
 
     session = onnxruntime.InferenceSession(
         subgraph(vits, [vits.latent], [vits.audio]).SerializeToString(),
@@ -119,9 +124,8 @@ def onnx_decoder_error(
     latents = torch.randn(1, channels, num_frames, generator=generator)  # [1, C, T]
     (expected,) = session.run(None, {vits.latent: latents.numpy()})
     expected_audio = torch.from_numpy(expected).reshape(1, -1)  # [1, T * hop]
-    device = next(iter(hifigan.buffers())).device
     with torch.no_grad():
-        audio = hifigan(latents.to(device)).cpu()  # [1, T * hop]
+        audio = hifigan(latents.to(hifigan.device)).cpu()  # [1, T * hop]
     if audio.shape != expected_audio.shape:
         raise GraphSurgeryError(
             f"HiFi-GAN output shape {tuple(audio.shape)} != onnxruntime's "
@@ -188,8 +192,8 @@ class _LayoutReader:
             else:
                 raise _error(f"{node.name} reads neither the stage input nor a residual sum")
             self._check_residual(node, unit_source)
-        post_source, post_slope = self._leaky_input(convs[-1])
-        del post_source  # NOTE: the merge of resblocks is checked by the parity test
+        # NOTE: how the resblocks merge (sum / K) is not read; the parity check covers it.
+        _, post_slope = self._leaky_input(convs[-1])
         if not stages or any(not blocks for *_, blocks in stages) or len(slopes) != 1:
             raise _error(f"{len(stages)} upsampling stages, LeakyReLU slopes {sorted(slopes)}")
         if not any(n.op_type == "Tanh" and n.input[0] == convs[-1].output[0] for n in self.decoder):

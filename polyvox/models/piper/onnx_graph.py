@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 DURATION_NOISE = "duration_noise"  # [B, 2, T_ids] replaces the duration predictor's noise
 LATENT_NOISE = "latent_noise"  # [B, C, T_frames] replaces the prior's noise
@@ -37,7 +37,7 @@ class VitsGraph:
     latent_noise_template: str  # the tensor whose shape the latent noise takes
     durations: str  # frames per phoneme id, after ceil [B, 1, T_ids]
     audio: str  # the graph's waveform output
-    element_types: Mapping[str, int]  # tensor name -> onnx element type, from inference
+    value_infos: Mapping[str, onnx.ValueInfoProto]  # type and shape of every tensor
 
     def initializer(self, name: str) -> np.ndarray:
         """An initializer (weight) as a numpy array."""
@@ -58,14 +58,16 @@ def load_vits_graph(path: str) -> VitsGraph:
             f"found {len(ceils)} and {len(graph.output)}."
         )
     durations = ceils[0].output[0]
-    template = _replace_noise_nodes(model, durations)
+    # NOTE: infer before surgery so the noise inputs inherit the noise nodes' shapes.
+    value_infos = _value_infos(model)
+    template = _replace_noise_nodes(model, durations, value_infos)
     return VitsGraph(
         model=model,
         latent=_decoder_input(graph),
         latent_noise_template=template,
         durations=durations,
         audio=graph.output[0].name,
-        element_types=_element_types(model),
+        value_infos=value_infos,
     )
 
 
@@ -87,7 +89,9 @@ def _decoder_input(graph: onnx.GraphProto) -> str:
     return str(chain[-1].input[0])
 
 
-def _replace_noise_nodes(model: onnx.ModelProto, durations: str) -> str:
+def _replace_noise_nodes(
+    model: onnx.ModelProto, durations: str, value_infos: dict[str, onnx.ValueInfoProto]
+) -> str:
     """Swap both RandomNormalLike nodes for graph inputs; returns the latent template.
 
     The duration predictor's noise is the one the durations depend on.
@@ -112,7 +116,11 @@ def _replace_noise_nodes(model: onnx.ModelProto, durations: str) -> str:
                 if name == node.output[0]:
                     consumer.input[i] = input_name
         graph.node.remove(node)
-        graph.input.append(helper.make_tensor_value_info(input_name, TensorProto.FLOAT, None))
+        new_input = onnx.ValueInfoProto()
+        new_input.CopyFrom(value_infos[node.output[0]])
+        new_input.name = input_name
+        value_infos[input_name] = new_input
+        graph.input.append(new_input)
     return str(roles[LATENT_NOISE][0].input[0])
 
 
@@ -143,12 +151,13 @@ def subgraph(vits: VitsGraph, inputs: Iterable[str], outputs: Iterable[str]) -> 
             needed.add(producer[name])
             stack.extend(graph.node[producer[name]].input)
     nodes = [graph.node[i] for i in sorted(needed)]  # graph order is topological
-    types = vits.element_types
+    # NOTE: inputs keep their inferred shapes (ranks, fixed dims): onnxruntime fuses
+    # fewer nodes on tensors of unknown rank, which changes the rounding of z.
     new_graph = helper.make_graph(
         nodes,
         f"{graph.name}_part",
-        inputs=[helper.make_tensor_value_info(n, types[n], None) for n in inputs],
-        outputs=[helper.make_tensor_value_info(n, types[n], None) for n in outputs],
+        inputs=[vits.value_infos[n] for n in inputs],
+        outputs=[vits.value_infos[n] for n in outputs],
         initializer=[initializers[n] for n in sorted(used_initializers)],
     )
     return helper.make_model(
@@ -205,10 +214,12 @@ def _ancestors(graph: onnx.GraphProto, tensor: str, producer: Mapping[str, int])
     return found
 
 
-def _element_types(model: onnx.ModelProto) -> dict[str, int]:
-    inferred = onnx.shape_inference.infer_shapes(model)
-    types = {}
-    for value in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
-        if value.type.tensor_type.elem_type:
-            types[value.name] = value.type.tensor_type.elem_type
-    return types
+def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """Type and shape of every tensor, by ONNX shape inference; fails if one is unknown."""
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    infos = {v.name: v for v in [*inferred.value_info, *inferred.input, *inferred.output]}
+    for node in model.graph.node:
+        for name in node.output:
+            if name and not infos.get(name, onnx.ValueInfoProto()).type.tensor_type.elem_type:
+                raise GraphSurgeryError(f"Shape inference found no type for {name!r}.")
+    return infos

