@@ -1,14 +1,13 @@
-"""The stage protocol every model family implements.
+"""The stage protocol every model family implements for the engine.
 
-A family turns text into audio in three stages, each written so that the engine can run
-it for many requests at once:
+A family turns text into audio in three stages, each batched across requests:
 
-    prefill   text of one clause (+ voice prefix) -> per-request generation state
-    step      one autoregressive latent frame per request (AR families only)
+    prefill   a clause's text tokens -> appended to the request's KV (packed, ragged)
+    step      one autoregressive latent frame + EOS logit per request
     decode    latent frames -> PCM samples, with per-request decoder state
 
-The engine never imports a family's internals: it only holds the opaque per-request
-state objects a family hands out and calls the stages below.
+The engine allocates the pools the family declares (`kv_spec`, `decoder_state_shapes`),
+builds the batch tensors and calls the stages; it never imports a family's internals.
 
 NOTE: the decoder output contract is *delta* output. Each `decode` call returns only the
 new samples, and the concatenation of every chunk of a request equals decoding the
@@ -18,9 +17,11 @@ request's whole latent sequence at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
+
+from polyvox.models.layers.attention import KVStore
 
 
 @dataclass(frozen=True)
@@ -32,15 +33,60 @@ class AudioFormat:
     samples_per_frame: int  # PCM samples per latent frame
 
 
+@dataclass(frozen=True)
+class KVSpec:
+    """Shape of the backbone's KV cache, per token: num_layers x kv_heads x head_dim."""
+
+    num_layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class ClausePlan:
+    """A clause ready for prefill: what to feed and when to stop."""
+
+    tokens: torch.Tensor  # [T] token ids
+    frames_after_eos: int  # frames kept after the EOS step
+    max_frames: int  # hard cap on frames for the clause
+
+
 class ModelFamily(Protocol):
-    """What the engine needs from a family (single-request form; batching comes later)."""
-
     audio: AudioFormat
+    kv_spec: KVSpec
+    latent_dim: int
+    fade_in_samples: int  # a fresh decoder's first samples are faded in (0: none)
 
-    def new_decoder_state(self) -> object:
-        """A fresh per-request decoder state (conv history, overlap, attention window)."""
+    def count_tokens(self, text: str) -> int: ...
+
+    def split_like_reference(self, text: str, max_tokens: int) -> list[str]:
+        """Chunks exactly as the family's reference implementation makes them."""
         ...
 
-    def decode(self, latents: torch.Tensor, state: object) -> torch.Tensor:
-        """latents [T, D] -> PCM [T * samples_per_frame], advancing `state` in place."""
+    def plan_clause(self, text: str, params: Any) -> ClausePlan: ...
+
+    def eos_threshold(self, params: Any) -> float: ...
+
+    def sample_noise(self, generator: torch.Generator, params: Any) -> torch.Tensor:
+        """[latent_dim] noise for one step of one request (its own generator)."""
+        ...
+
+    def prefill_tokens(self, tokens: torch.Tensor, positions: torch.Tensor,
+                       kv: KVStore) -> None:
+        """tokens [N] packed, positions [1, N]: write their KV."""
+        ...
+
+    def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
+             noise: torch.Tensor, sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """latents [B, D] (NaN rows: first step of a clause), positions [B], noise [B, D]
+        -> (next latents [B, D], EOS logits [B])."""
+        ...
+
+    def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]: ...
+
+    def new_decoder_state(self, batch_size: int = 1) -> dict[str, torch.Tensor]: ...
+
+    def decode(self, latents: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
+        """latents [B, T, D] -> PCM [B, T * samples_per_frame] (new samples only)."""
         ...

@@ -42,17 +42,21 @@ def attend(
     q_positions: torch.Tensor,
     k_positions: torch.Tensor,
     context: int | None = None,
+    allowed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention by absolute position.
 
     q [B, T, H, D]; k, v [B, S, Hkv, D] with H a multiple of Hkv (grouped-query);
     q_positions [B, T]; k_positions [B, S] (-1 = empty). A query sees keys at positions
-    <= its own, and with `context` only the last `context` of them. Returns [B, T, H, D].
+    <= its own, and with `context` only the last `context` of them; `allowed` [B, T, S]
+    further restricts which keys each query may see (packed sequences). Returns [B, T, H, D].
     """
     delta = q_positions[:, :, None] - k_positions[:, None, :]  # [B, T, S]
     mask = (k_positions[:, None, :] >= 0) & (delta >= 0)
     if context is not None:
         mask = mask & (delta < context)
+    if allowed is not None:
+        mask = mask & allowed
     group = q.shape[2] // k.shape[2]
     if group > 1:
         k = k.repeat_interleave(group, dim=2)
@@ -66,6 +70,9 @@ def attend(
 class KVStore(Protocol):
     """Where a transformer's keys and values live between calls."""
 
+    #: [B, T, S] which keys each query may see beyond causality (packed batches), or None.
+    allowed: torch.Tensor | None
+
     def write_and_read(
         self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -76,6 +83,8 @@ class KVStore(Protocol):
 
 class NoCache:
     """Stateless: queries attend within the call only (offline encoding, training)."""
+
+    allowed = None
 
     def write_and_read(
         self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
@@ -89,6 +98,8 @@ class ContiguousKV:
     Layout: k, v [L, 1, capacity, Hkv, D]; `length` entries are valid. Positions are
     0..length-1 (a fresh context). Capacity doubles when full.
     """
+
+    allowed = None
 
     def __init__(self, num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype,
                  device: torch.device, capacity: int = 64) -> None:
@@ -151,6 +162,8 @@ class WindowKV:
     request's decoder state) under `prefix`: k, v [B, window, H, D], pos [B, window]
     (-1 = empty).
     """
+
+    allowed = None
 
     def __init__(self, state: dict[str, torch.Tensor], prefix: str) -> None:
         self.state = state

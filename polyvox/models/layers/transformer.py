@@ -35,7 +35,7 @@ class SelfAttention(nn.Module):
         q = apply_rope(q, positions, self.max_period)
         k = apply_rope(k, positions, self.max_period)
         keys, values, key_positions = kv.write_and_read(layer, k, v, positions)
-        out = attend(q, keys, values, positions, key_positions, self.context)
+        out = attend(q, keys, values, positions, key_positions, self.context, kv.allowed)
         return self.out_proj(out.reshape(batch, steps, query_dim))
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from polyvox.models.base import AudioFormat
+from polyvox.models.base import AudioFormat, ClausePlan, KVSpec
+from polyvox.models.layers.attention import KVStore
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.pocket.config import PocketConfig
 from polyvox.models.pocket.convs import DecoderState
@@ -73,6 +74,9 @@ class PocketTTS:
         self.audio = AudioFormat(mimi.sample_rate, mimi.frame_rate, mimi.samples_per_frame)
         backbone = config.flow_lm.transformer
         self.kv_shape = (backbone.num_layers, backbone.kv_heads, backbone.head_dim)
+        self.kv_spec = KVSpec(*self.kv_shape, dtype=torch.float32)
+        self.latent_dim = config.latent_dim
+        self.fade_in_samples = int(self.audio.sample_rate * FADE_IN_SECONDS)
         modules.eval()
 
     @property
@@ -138,6 +142,48 @@ class PocketTTS:
         """Generated latents [B, T, D] -> PCM [B, T * samples_per_frame] (new samples only)."""
         return self.mimi.decode(self.flow_lm.denormalize(latents), state)
 
+    # --- the engine's stage protocol (polyvox.models.base.ModelFamily) -------------------
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text))
+
+    def split_like_reference(self, text: str, max_tokens: int) -> list[str]:
+        return split_into_chunks(text, self.tokenizer, self.config, max_tokens)
+
+    def plan_clause(self, text: str, params: GenerationParams) -> ClausePlan:
+        tokens, guess = self.tokenize(text)
+        after_eos = params.frames_after_eos
+        if after_eos is None:
+            after_eos = self.config.model_recommended_frames_after_eos
+        if after_eos is None:
+            after_eos = guess
+        return ClausePlan(tokens, after_eos, self.max_frames(tokens.shape[0]))
+
+    def eos_threshold(self, params: GenerationParams) -> float:
+        if params.eos_threshold is None:
+            return self.config.default_eos_threshold
+        return params.eos_threshold
+
+    def temperature(self, params: GenerationParams) -> float:
+        if params.temperature is None:
+            return self.config.default_temperature
+        return params.temperature
+
+    def sample_noise(self, generator: torch.Generator, params: GenerationParams) -> torch.Tensor:
+        return self.noise(generator, self.temperature(params), params.noise_clamp)[0]
+
+    @torch.no_grad()
+    def prefill_tokens(self, tokens: torch.Tensor, positions: torch.Tensor, kv: KVStore) -> None:
+        self.flow_lm.prefill(self.flow_lm.embed_text(tokens)[None], positions, kv)
+
+    @torch.no_grad()
+    def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
+                   noise: torch.Tensor, sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.flow_lm.step(latents, positions, kv, noise, sampler_steps)
+
+    def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
+        return self.mimi.decoder_state_shapes()
+
     # --- one request, start to finish ---------------------------------------------------
 
     def max_frames(self, num_tokens: int) -> int:
@@ -160,23 +206,16 @@ class PocketTTS:
                                params: GenerationParams,
                                generator: torch.Generator) -> Iterator[torch.Tensor]:
         """Latent frames [1, D] of one text chunk, starting from the voice state."""
-        tokens, guess = self.tokenize(chunk)
-        after_eos = params.frames_after_eos
-        if after_eos is None:
-            after_eos = self.config.model_recommended_frames_after_eos
-        if after_eos is None:
-            after_eos = guess
-        threshold = self.config.default_eos_threshold if params.eos_threshold is None \
-            else params.eos_threshold
-        temperature = self.config.default_temperature if params.temperature is None \
-            else params.temperature
+        plan = self.plan_clause(chunk, params)
+        tokens, after_eos = plan.tokens, plan.frames_after_eos
+        threshold = self.eos_threshold(params)
         kv = ContiguousKV.from_prefix(voice.k, voice.v) if voice.length else \
             ContiguousKV(*self.kv_shape, dtype=torch.float32, device=self.device)
         self.prefill(tokens, kv)
         latent = torch.full((1, self.config.latent_dim), float("nan"), device=self.device)
         eos_at: int | None = None
-        for index in range(self.max_frames(tokens.shape[0])):
-            noise = self.noise(generator, temperature, params.noise_clamp)
+        for index in range(plan.max_frames):
+            noise = self.sample_noise(generator, params)[None]
             latent, eos_logit = self.step(latent, kv, noise, params.sampler_steps)
             if eos_at is None and index >= MIN_FRAMES_BEFORE_EOS and eos_logit.item() > threshold:
                 eos_at = index

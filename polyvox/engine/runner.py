@@ -1,0 +1,130 @@
+"""The runner turns scheduled work into batch tensors and calls the family's stages.
+
+It owns the device-side state: the paged KV tensors and the decoder slot pool. It never
+decides what runs; the scheduler does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import NamedTuple
+
+import torch
+
+from polyvox.engine.decoder_pool import DecoderSlotPool
+from polyvox.engine.kv_cache import PagedKVCache
+from polyvox.models.base import ModelFamily
+from polyvox.models.layers.paged_attention import PagedKV, packed_allowed, pad_rows
+from polyvox.request import Request
+
+
+class PrefillItem(NamedTuple):
+    request: Request
+    tokens: torch.Tensor  # [T] the clause's token ids
+    positions: list[int]  # absolute position of each token
+    slots: list[int]  # flat KV slot of each token
+
+
+class StepItem(NamedTuple):
+    request: Request
+    position: int
+    slot: int
+
+
+class DecodeItem(NamedTuple):
+    request: Request
+    num_frames: int
+
+
+class Runner:
+    def __init__(self, family: ModelFamily, cache: PagedKVCache, slots: DecoderSlotPool) -> None:
+        self.family, self.cache, self.slots = family, cache, slots
+
+    def _reads(self, requests: list[Request]) -> tuple[list[list[int]], list[list[int]]]:
+        slots, positions = [], []
+        for request in requests:
+            s, p = request.table.slots_and_positions(self.cache.block_size)
+            slots.append(s)
+            positions.append(p)
+        return slots, positions
+
+    @torch.no_grad()
+    def prefill(self, items: list[PrefillItem]) -> None:
+        """All clauses packed in one ragged row: [1, sum(T)] tokens, no padding."""
+        if not items:
+            return
+        read_slots, read_positions = self._reads([item.request for item in items])
+        kv = PagedKV(
+            self.cache.k, self.cache.v,
+            write_slots=torch.tensor([s for item in items for s in item.slots]),
+            read_slots=torch.tensor([s for row in read_slots for s in row])[None],
+            read_positions=torch.tensor([p for row in read_positions for p in row])[None],
+            allowed=packed_allowed([len(item.slots) for item in items],
+                                   [len(row) for row in read_slots]),
+        )
+        tokens = torch.cat([item.tokens for item in items])
+        positions = torch.tensor([p for item in items for p in item.positions])[None]
+        self.family.prefill_tokens(tokens, positions, kv)
+
+    @torch.no_grad()
+    def step(self, items: list[StepItem]) -> list[tuple[torch.Tensor, float]]:
+        """One AR step for every item; returns (latent [D], EOS logit) per item, in order."""
+        results: list[tuple[torch.Tensor, float] | None] = [None] * len(items)
+        groups: dict[int, list[int]] = defaultdict(list)
+        for index, item in enumerate(items):
+            groups[item.request.params.sampler_steps].append(index)
+        for sampler_steps, indices in groups.items():
+            batch = [items[i] for i in indices]
+            requests = [item.request for item in batch]
+            read_slots, read_positions = self._reads(requests)
+            kv = PagedKV(
+                self.cache.k, self.cache.v,
+                write_slots=torch.tensor([item.slot for item in batch]),
+                read_slots=pad_rows(read_slots, fill=batch[0].slot),
+                read_positions=pad_rows(read_positions, fill=-1),
+            )
+            nan = torch.full((self.family.latent_dim,), float("nan"))
+            latents = torch.stack([r.last_latent if r.last_latent is not None else nan
+                                   for r in requests])
+            noise = torch.stack([self.family.sample_noise(r.generator, r.params)
+                                 for r in requests])
+            positions = torch.tensor([item.position for item in batch])
+            out, eos = self.family.step_batch(latents, positions, kv, noise, sampler_steps)
+            for i, latent, logit in zip(indices, out, eos.tolist()):
+                results[i] = (latent, logit)
+        return [r for r in results if r is not None]
+
+    @torch.no_grad()
+    def decode(self, items: list[DecodeItem]) -> list[torch.Tensor]:
+        """Decode each item's next `num_frames` pending latents; one batch per chunk length.
+        Returns the new PCM [num_frames * samples_per_frame] per item, in order."""
+        results: list[torch.Tensor | None] = [None] * len(items)
+        groups: dict[int, list[int]] = defaultdict(list)
+        for index, item in enumerate(items):
+            groups[item.num_frames].append(index)
+        for frames, indices in groups.items():
+            requests = [items[i].request for i in indices]
+            assert len({r.request_id for r in requests}) == len(requests), "one chunk per request"
+            latents = torch.stack([torch.stack(r.pending_latents[:frames]) for r in requests])
+            slot_ids = torch.tensor([r.decoder_slot for r in requests])
+            state = self.slots.gather(slot_ids)
+            pcm = self.family.decode(latents, state)  # [b, frames * samples_per_frame]
+            self.slots.scatter(slot_ids, state)
+            for i, row in zip(indices, pcm):
+                results[i] = row
+        return [r for r in results if r is not None]
+
+    # --- swapping (preemption) -------------------------------------------------------------
+
+    def swap_out(self, blocks: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        index = self._block_slots(blocks)
+        return self.cache.k[:, index].clone(), self.cache.v[:, index].clone()
+
+    def swap_in(self, blocks: list[int], saved: tuple[torch.Tensor, torch.Tensor]) -> None:
+        index = self._block_slots(blocks)
+        self.cache.k[:, index] = saved[0]
+        self.cache.v[:, index] = saved[1]
+
+    def _block_slots(self, blocks: list[int]) -> torch.Tensor:
+        size = self.cache.block_size
+        return torch.tensor([b * size + o for b in blocks for o in range(size)], dtype=torch.long)

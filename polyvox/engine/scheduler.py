@@ -1,0 +1,232 @@
+"""Stage-aware scheduling: who is admitted, who prefills, who steps, who decodes.
+
+NOTE (the rule): new requests come first until their first chunk is out — admission and
+prefill run before anything else, in arrival order, under a token budget. Then running
+streams step, ordered by slack (seconds of audio delivered minus seconds since their first
+chunk; the least slack first) when more streams run than `max_running`. Decoder work is
+batched every step for each stream that has a chunk's worth of frames (a smaller first
+chunk for time-to-first-audio). A request never has two chunks in one decoder batch.
+
+Memory: KV blocks are reserved before work runs (`can_allocate` then `allocate`). When a
+running stream cannot grow, the newest running stream is preempted: its own KV blocks are
+swapped out to host memory and it resumes, identical, when blocks free up. New requests
+are admitted only when no preempted stream waits and their first clause fits.
+
+Modes: `batched` does all of the above; `sequential` admits one request at a time;
+`interleaved` admits like batched but runs one request's work per engine step.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+from polyvox.config import EngineConfig
+from polyvox.engine.decoder_pool import DecoderSlotPool
+from polyvox.engine.kv_cache import BlockManager
+from polyvox.engine.runner import DecodeItem, PrefillItem, Runner, StepItem
+from polyvox.models.base import ModelFamily
+from polyvox.request import Clause, Request, Status
+
+
+class Plan(NamedTuple):
+    prefills: list[PrefillItem]
+    steps: list[StepItem]
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, family: ModelFamily, blocks: BlockManager,
+                 slots: DecoderSlotPool, runner: Runner) -> None:
+        self.config, self.family = config, family
+        self.blocks, self.slots, self.runner = blocks, slots, runner
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []  # RUNNING and PREEMPTED, in admission order
+        self.failed: list[Request] = []  # failed since the engine last collected endings
+        self._turn = 0  # interleaved mode: whose step it is
+
+    # --- planning ------------------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        self._resume_preempted()
+        self._admit()
+        candidates = self.running
+        if self.config.schedule == "interleaved" and self.running:
+            self._turn %= len(self.running)
+            candidates = [self.running[self._turn]]
+            self._turn += 1
+        prefills = self._plan_prefills([r for r in candidates if r.wants_prefill])
+        generating = [r for r in candidates if r.is_generating and r not in
+                      [item.request for item in prefills]]
+        return Plan(prefills, self._plan_steps(generating, prefills))
+
+    def plan_decodes(self, candidates: list[Request] | None = None) -> list[DecodeItem]:
+        items = []
+        for request in candidates if candidates is not None else self.running:
+            if request.decoder_slot is None or not request.pending_latents:
+                continue
+            size = self.config.first_chunk_frames if request.num_chunks == 0 \
+                else self.config.chunk_frames
+            if len(request.pending_latents) >= size:
+                items.append(DecodeItem(request, size))
+            elif request.flush_latents:
+                items.append(DecodeItem(request, len(request.pending_latents)))
+        return items
+
+    def _admit(self) -> None:
+        if any(r.status is Status.PREEMPTED for r in self.running):
+            return
+        while self.waiting and self.slots.can_allocate():
+            if self.config.schedule == "sequential" and self.running:
+                return
+            request = self.waiting[0]
+            if request.pending_clauses and not self._fits_first_clause(request):
+                if not self.running:
+                    self._fail(request, "the text's first clause does not fit in the KV pool")
+                    continue
+                return
+            self.waiting.pop(0)
+            request.decoder_slot = self.slots.allocate()
+            self.blocks.share(request.voice.table.blocks)
+            request.table = request.voice.table.copy_shared()
+            request.next_position = request.voice.length
+            request.fade_samples = self.family.fade_in_samples
+            request.status = Status.RUNNING
+            self.running.append(request)
+
+    def _fits_first_clause(self, request: Request) -> bool:
+        tokens = self.family.count_tokens(request.pending_clauses[0]) + 8
+        needed = -(-tokens // self.blocks.block_size) + 1
+        return self.blocks.can_allocate(needed)
+
+    def _plan_prefills(self, requests: list[Request]) -> list[PrefillItem]:
+        items: list[PrefillItem] = []
+        budget = self.config.prefill_token_budget
+        for request in requests:  # admission order: the oldest first
+            if self.config.chaining == "pocket" and request.pending_latents:
+                continue  # the decoder restarts per clause: finish the last one first
+            text = request.pending_clauses[0]
+            try:
+                plan = self.family.plan_clause(text, request.params)
+            except ValueError as error:
+                self._fail(request, f"bad clause {text!r}: {error}")
+                continue
+            count = int(plan.tokens.shape[0])
+            if items and count > budget:
+                break
+            self._start_clause_context(request)
+            needed = request.table.blocks_needed(count, self.blocks.block_size)
+            if not self.blocks.can_allocate(needed):
+                if len(self.running) == 1:
+                    self._fail(request, "the clause does not fit in the KV pool")
+                break
+            request.pending_clauses.popleft()
+            positions = list(range(request.next_position, request.next_position + count))
+            slots = request.table.append(count, request.next_position,
+                                         self.blocks.allocate(needed), self.blocks.block_size)
+            request.next_position += count
+            request.clause = Clause(plan.tokens, plan.frames_after_eos, plan.max_frames)
+            request.last_latent = None
+            items.append(PrefillItem(request, plan.tokens, positions, slots))
+            budget -= count
+        return items
+
+    def _start_clause_context(self, request: Request) -> None:
+        """Pocket mode: back to the voice state with a fresh decoder. Chained mode: drop
+        own context older than the window."""
+        if self.config.chaining == "pocket":
+            if request.table.own_blocks():
+                self.blocks.release(request.table.drop_own())
+                request.next_position = request.voice.length
+                self.slots.reset(request.decoder_slot)
+                request.fade_samples = self.family.fade_in_samples
+        else:
+            cutoff = request.next_position - self.config.context_window
+            self.blocks.release(request.table.drop_before(cutoff))
+
+    def _plan_steps(self, generating: list[Request],
+                    prefills: list[PrefillItem]) -> list[StepItem]:
+        now = time.monotonic()
+
+        def slack(request: Request) -> float:
+            if request.first_audio_time is None:
+                return float("-inf")  # no audio yet: the most urgent
+            played = now - request.first_audio_time
+            return request.audio_seconds(self.family.audio.sample_rate) - played
+
+        chosen = sorted(generating, key=slack)[: self.config.max_running]
+        chosen.sort(key=self.running.index)
+        items: list[StepItem] = []
+        # NOTE: a request that already reserved slots this step is never preempted.
+        protected = {id(item.request) for item in prefills}
+        for request in chosen:
+            if request.status is not Status.RUNNING:
+                continue  # preempted while making room for an older stream
+            needed = request.table.blocks_needed(1, self.blocks.block_size)
+            while not self.blocks.can_allocate(needed):
+                victim = self._newest_preemptible(protected)
+                if victim is None:
+                    break
+                self._preempt(victim)
+                if victim is request:
+                    break
+            if request.status is not Status.RUNNING or not self.blocks.can_allocate(needed):
+                continue
+            (slot,) = request.table.append(1, request.next_position,
+                                           self.blocks.allocate(needed), self.blocks.block_size)
+            items.append(StepItem(request, request.next_position, slot))
+            protected.add(id(request))
+            request.next_position += 1
+        return items
+
+    # --- memory pressure -----------------------------------------------------------------
+
+    def _newest_preemptible(self, protected: set[int]) -> Request | None:
+        for request in reversed(self.running):
+            if (request.status is Status.RUNNING and request.table.own_blocks()
+                    and id(request) not in protected):
+                return request
+        return None
+
+    def _preempt(self, request: Request) -> None:
+        own = request.table.own_blocks()
+        request.swapped = self.runner.swap_out(own)
+        self.blocks.release(own)
+        request.status = Status.PREEMPTED
+
+    def _resume_preempted(self) -> None:
+        for request in self.running:
+            if request.status is not Status.PREEMPTED:
+                continue
+            assert request.swapped is not None
+            count = len(request.table.own_blocks())
+            if not self.blocks.can_allocate(count + 1):
+                return  # oldest first: do not let newer streams overtake
+            fresh = self.blocks.allocate(count)
+            request.table.replace_own(fresh)
+            self.runner.swap_in(fresh, request.swapped)
+            request.swapped = None
+            request.status = Status.RUNNING
+
+    # --- endings -------------------------------------------------------------------------
+
+    def release(self, request: Request) -> None:
+        """Give back everything a request holds (finish, abort, failure)."""
+        if request in self.waiting:
+            self.waiting.remove(request)
+        if request in self.running:
+            self.running.remove(request)
+            if request.status is Status.PREEMPTED:
+                self.blocks.release(request.table.shared_blocks())
+            else:
+                self.blocks.release(request.table.blocks)
+            request.table.clear()
+            request.swapped = None
+        if request.decoder_slot is not None:
+            self.slots.release(request.decoder_slot)
+            request.decoder_slot = None
+
+    def _fail(self, request: Request, message: str) -> None:
+        request.error = message
+        self.release(request)
+        request.status = Status.FAILED
+        self.failed.append(request)

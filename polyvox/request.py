@@ -1,0 +1,106 @@
+"""A request owns all of its state: text still to speak, its place in the KV pool and in
+the decoder pool, the latent it feeds back, the frames waiting for the decoder, and its
+timings. The engine keeps no parallel per-request tables.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from polyvox.engine.kv_cache import BlockTable
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"  # not admitted: holds nothing
+    RUNNING = "running"  # holds KV blocks and a decoder slot
+    PREEMPTED = "preempted"  # KV swapped out to host memory; keeps its decoder slot
+    FINISHED = "finished"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+    @property
+    def is_done(self) -> bool:
+        return self in (Status.FINISHED, Status.ABORTED, Status.FAILED)
+
+
+@dataclass
+class Clause:
+    """One clause being generated."""
+
+    tokens: torch.Tensor  # [T] token ids
+    frames_after_eos: int
+    max_frames: int
+    num_frames: int = 0  # frames generated (and kept) so far
+    eos_frame: int | None = None  # index of the step whose EOS logit crossed the threshold
+
+
+@dataclass
+class AudioChunk:
+    """What a request's stream yields: new PCM samples (or the end marker)."""
+
+    request_id: str
+    samples: torch.Tensor  # [N] float32, new samples only
+    sample_rate: int
+    index: int  # 0, 1, 2, ... per request
+    created: float  # time.monotonic() when decoded
+    is_last: bool = False
+    error: str | None = None
+
+
+@dataclass
+class Request:
+    request_id: str
+    voice: Any  # the engine's registered voice entry
+    params: Any  # the family's GenerationParams
+    arrival: float = field(default_factory=time.monotonic)
+    status: Status = Status.WAITING
+    # --- text ---
+    pending_clauses: deque[str] = field(default_factory=deque)
+    text_complete: bool = True
+    splitter: Any = None  # ClauseSplitter for text that arrives in pieces
+    clause: Clause | None = None
+    # --- KV ---
+    table: BlockTable = field(default_factory=BlockTable)
+    next_position: int = 0
+    swapped: tuple[torch.Tensor, torch.Tensor] | None = None  # KV of own blocks when preempted
+    # --- generation ---
+    generator: torch.Generator = field(default_factory=torch.Generator)
+    last_latent: torch.Tensor | None = None  # [D]; None = first step of a clause (BOS)
+    # --- decoder ---
+    decoder_slot: int | None = None
+    pending_latents: list[torch.Tensor] = field(default_factory=list)  # [D] each
+    flush_latents: bool = False  # the clause ended: decode what is pending, any size
+    fade_samples: int = 0  # samples still to fade in (fresh decoder)
+    # --- output ---
+    num_chunks: int = 0
+    num_samples: int = 0
+    first_audio_time: float | None = None
+    finish_time: float | None = None
+    error: str | None = None
+
+    @property
+    def is_generating(self) -> bool:
+        return self.status is Status.RUNNING and self.clause is not None
+
+    @property
+    def wants_prefill(self) -> bool:
+        return self.status is Status.RUNNING and self.clause is None and bool(self.pending_clauses)
+
+    @property
+    def is_complete(self) -> bool:
+        """Nothing left to generate or decode."""
+        return (self.clause is None and not self.pending_clauses and self.text_complete
+                and not self.pending_latents)
+
+    @property
+    def frames_in_flight(self) -> int:
+        return len(self.pending_latents)
+
+    def audio_seconds(self, sample_rate: int) -> float:
+        return self.num_samples / sample_rate

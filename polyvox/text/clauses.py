@@ -1,0 +1,62 @@
+"""Incremental clause splitting for streamed text.
+
+Text arrives in pieces; a clause is ready once it provably ends: a sentence mark
+(. ! ? …, possibly followed by closing quotes/brackets) followed by whitespace. A sentence
+longer than the token cap is cut further after `,` `;` `:` followed by whitespace. The
+rest waits for more text or for `flush()` at the end of the input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]\u00bb]*\s+")
+_CLAUSE_END = re.compile(r"[,;:]\s+")
+
+
+class ClauseSplitter:
+    def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 50) -> None:
+        self.count_tokens, self.max_tokens = count_tokens, max_tokens
+        self.buffer = ""
+
+    def feed(self, text: str) -> list[str]:
+        """Add text; return the clauses it completed (possibly none)."""
+        self.buffer += text
+        clauses: list[str] = []
+        while True:
+            match = _SENTENCE_END.search(self.buffer)
+            if match is None:
+                break
+            sentence, self.buffer = self.buffer[: match.end()], self.buffer[match.end():]
+            clauses += self._cut_long(sentence)
+        return [c for c in clauses if c]
+
+    def flush(self) -> list[str]:
+        """The end of the input: whatever is left is the last clause(s)."""
+        rest, self.buffer = self.buffer, ""
+        return [c for c in self._cut_long(rest) if c]
+
+    def _cut_long(self, sentence: str) -> list[str]:
+        sentence = sentence.strip()
+        if not sentence or self.count_tokens(sentence) <= self.max_tokens:
+            return [sentence]
+        pieces, start = [], 0
+        for match in _CLAUSE_END.finditer(sentence):
+            pieces.append(sentence[start: match.end()].strip())
+            start = match.end()
+        pieces.append(sentence[start:].strip())
+        # Regroup consecutive pieces while they fit under the cap.
+        clauses: list[str] = []
+        for piece in pieces:
+            if clauses and self.count_tokens(clauses[-1] + " " + piece) <= self.max_tokens:
+                clauses[-1] = clauses[-1] + " " + piece
+            else:
+                clauses.append(piece)
+        return clauses
+
+
+def split_text(text: str, count_tokens: Callable[[str], int], max_tokens: int = 50) -> list[str]:
+    """All clauses of a complete text."""
+    splitter = ClauseSplitter(count_tokens, max_tokens)
+    return splitter.feed(text) + splitter.flush()
