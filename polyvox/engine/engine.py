@@ -144,8 +144,13 @@ class Engine:
     # --- the loop ----------------------------------------------------------------------------
 
     def has_work(self) -> bool:
-        return any(not r.status.is_done and (r.pending_clauses or r.clause or r.pending_latents
-                                             or r.text_complete) for r in self.requests.values())
+        """Something to admit, prefill, step, decode or finish (a stream waiting for more
+        text has none)."""
+        return any(
+            r.status is Status.WAITING or r.clause is not None or r.pending_clauses
+            or r.pending_latents or r.text_complete
+            for r in self.requests.values()
+        )
 
     def step(self) -> list[AudioChunk]:
         plan = self.scheduler.plan()

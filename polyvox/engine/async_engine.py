@@ -1,0 +1,159 @@
+"""AsyncEngine: the asyncio face of the engine.
+
+The engine runs in one background thread (the only thread that touches it); asyncio code
+sends it commands and receives audio chunks on per-request queues. A stream that its
+consumer stops reading (client disconnect, cancellation) is aborted, and its blocks and
+slots are free within one engine step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+from polyvox.engine.engine import Engine, EngineError
+from polyvox.request import AudioChunk
+
+T = TypeVar("T")
+
+
+class AsyncEngine:
+    def __init__(self, engine: Engine, idle_wait: float = 0.05) -> None:
+        self.engine = engine
+        self._commands: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue[AudioChunk]]] = {}
+        self._idle_wait = idle_wait
+        self._thread: threading.Thread | None = None
+        self.step_error: BaseException | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="polyvox-engine", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            while True:
+                try:
+                    self._commands.get_nowait()()
+                except queue.Empty:
+                    break
+            if not self.engine.has_work():
+                self._wake.wait(self._idle_wait)
+                self._wake.clear()
+                continue
+            try:
+                chunks = self.engine.step()
+            except BaseException as error:  # an engine bug: fail every stream loudly
+                self.step_error = error
+                for request_id in list(self.engine.requests):
+                    self.engine.abort(request_id)
+                    self._deliver(AudioChunk(request_id, _empty(), 0, 0, 0.0, is_last=True,
+                                             error=f"engine failure: {error!r}"))
+                continue
+            for chunk in chunks:
+                self._deliver(chunk)
+
+    def _deliver(self, chunk: AudioChunk) -> None:
+        target = self._streams.get(chunk.request_id)
+        if target is None:
+            return
+        loop, chunks = target
+        if chunk.is_last:
+            self._streams.pop(chunk.request_id, None)
+        loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+
+    async def call(self, function: Callable[[], T]) -> T:
+        """Run `function` on the engine thread and return its result (or raise its error)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+
+        def run() -> None:
+            try:
+                result = function()
+            except BaseException as error:
+                loop.call_soon_threadsafe(_set_exception, future, error)
+            else:
+                loop.call_soon_threadsafe(_set_result, future, result)
+
+        self._commands.put(run)
+        self._wake.set()
+        return await future
+
+    # --- requests --------------------------------------------------------------------------
+
+    async def generate(self, text: str | AsyncIterator[str], voice: str, params: Any,
+                       request_id: str | None = None) -> AsyncIterator[AudioChunk]:
+        """Audio chunks of one request, as they are decoded. Raises EngineError before the
+        first chunk if the engine refuses the request, and at the end if it failed."""
+        chunks: asyncio.Queue[AudioChunk] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        streamed = not isinstance(text, str)
+
+        def add() -> str:
+            request = self.engine.add_request("" if streamed else text, voice, params,  # type: ignore[arg-type]
+                                              request_id, text_complete=not streamed)
+            self._streams[request.request_id] = (loop, chunks)
+            return request.request_id
+
+        rid = await self.call(add)
+        feeder = asyncio.create_task(self._feed(rid, text)) if streamed else None  # type: ignore[arg-type]
+        finished = False
+        try:
+            while True:
+                chunk = await chunks.get()
+                if chunk.is_last:
+                    finished = True
+                    if chunk.error:
+                        raise EngineError(chunk.error)
+                    return
+                yield chunk
+        finally:
+            if feeder is not None:
+                feeder.cancel()
+            if not finished:
+                self.abort(rid)
+
+    async def _feed(self, request_id: str, pieces: AsyncIterator[str]) -> None:
+        try:
+            async for piece in pieces:
+                await self.call(lambda p=piece: self.engine.add_text(request_id, p))
+            await self.call(lambda: self.engine.finish_text(request_id))
+        except EngineError:
+            pass  # the request ended meanwhile (aborted or failed)
+
+    def abort(self, request_id: str) -> None:
+        """Abort from any thread; takes effect before the next engine step."""
+        self._streams.pop(request_id, None)
+        self._commands.put(lambda: self.engine.abort(request_id))
+        self._wake.set()
+
+
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+def _empty() -> Any:
+    import torch
+
+    return torch.zeros(0)

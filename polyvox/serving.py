@@ -1,0 +1,93 @@
+"""One served model: the family, its engine, the asyncio runtime, and its voices.
+
+This is what the HTTP server, the benchmarks and the CLI build on:
+
+    served = load_served("pocket/english_2m")
+    served.start()
+    async for chunk in served.runtime.generate("Hello.", "default", served.params(seed=1)):
+        ...
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from polyvox.config import EngineConfig
+from polyvox.engine.async_engine import AsyncEngine
+from polyvox.engine.engine import Engine, EngineError
+
+VOICE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+DEFAULT_VOICE = "default"
+
+
+@dataclass
+class Served:
+    name: str
+    family: Any
+    engine: Engine
+    runtime: AsyncEngine
+    supports_voice_cloning: bool
+    builtin_voices: set[str] = field(default_factory=set)
+
+    @property
+    def sample_rate(self) -> int:
+        return int(self.family.audio.sample_rate)
+
+    def start(self) -> None:
+        self.runtime.start()
+
+    def stop(self) -> None:
+        self.runtime.stop()
+
+    def params(self, seed: int = 0, temperature: float | None = None, speed: float = 1.0) -> Any:
+        """The family's per-request parameters."""
+        from polyvox.models.pocket.model import GenerationParams
+
+        if not 0.25 <= speed <= 4.0:
+            raise ValueError("speed must be between 0.25 and 4.0")
+        return GenerationParams(temperature=temperature, seed=seed)
+
+    def voice_names(self) -> list[str]:
+        return sorted(self.engine.voices)
+
+    def voice_from_audio(self, audio: torch.Tensor, sample_rate: int, name: str) -> Any:
+        """A voice prefix from a recording (runs the codec encoder; call off the event loop
+        or through runtime.call)."""
+        if not self.supports_voice_cloning:
+            raise EngineError(f"{self.name} has fixed voices: adding one is not supported")
+        return self.family.voice_from_audio(audio, sample_rate, name=name)
+
+    def voice_from_file(self, path: Path) -> Any:
+        from polyvox.models.pocket.voice import load_voice_file
+
+        if not self.supports_voice_cloning:
+            raise EngineError(f"{self.name} has fixed voices: adding one is not supported")
+        return load_voice_file(path, *self.family.kv_shape)
+
+
+def check_voice_id(voice_id: str) -> str:
+    """Voice ids are names, never paths: letters, digits, '_' and '-', at most 64."""
+    if not VOICE_ID.match(voice_id):
+        raise ValueError("voice id must be 1-64 letters, digits, '_' or '-', starting with a "
+                         "letter or digit")
+    return voice_id
+
+
+def load_served(model: str, weights: str | None = None, tokenizer: str | None = None,
+                config: EngineConfig | None = None, device: str = "cpu",
+                seed: int = 0) -> Served:
+    """Load a model by name and put an engine around it, with its default voice."""
+    from polyvox.models.registry import load_model
+
+    family = load_model(model, weights=weights, tokenizer=tokenizer, seed=seed, device=device)
+    engine = Engine(family, config or EngineConfig(), device=device)
+    empty = family.empty_voice()
+    engine.register_voice(DEFAULT_VOICE, empty.k, empty.v)
+    return Served(model, family, engine, AsyncEngine(engine),
+                  supports_voice_cloning=hasattr(family, "voice_from_audio"),
+                  builtin_voices={DEFAULT_VOICE})
