@@ -77,6 +77,8 @@ class Request:
     pending_latents: list[torch.Tensor] = field(default_factory=list)  # [D] each
     flush_latents: bool = False  # the clause ended: decode what is pending, any size
     fade_samples: int = 0  # samples still to fade in (fresh decoder)
+    clauses_started: int = 0
+    clause_frames_decoded: int = 0  # frames decoded since the decoder was last (re)started
     # --- output ---
     num_chunks: int = 0
     num_samples: int = 0

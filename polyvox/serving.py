@@ -45,12 +45,10 @@ class Served:
         self.runtime.stop()
 
     def params(self, seed: int = 0, temperature: float | None = None, speed: float = 1.0) -> Any:
-        """The family's per-request parameters."""
-        from polyvox.models.pocket.model import GenerationParams
-
+        """The family's per-request parameters (ValueError when out of range)."""
         if not 0.25 <= speed <= 4.0:
             raise ValueError("speed must be between 0.25 and 4.0")
-        return GenerationParams(temperature=temperature, seed=seed)
+        return self.family.make_params(seed=seed, temperature=temperature, speed=speed)
 
     def voice_names(self) -> list[str]:
         return sorted(self.engine.voices)

@@ -47,8 +47,11 @@ class Engine:
         spec = family.kv_spec
         per_block = PagedKVCache.bytes_per_block(spec.num_layers, spec.kv_heads, spec.head_dim,
                                                  self.config.block_size, spec.dtype)
-        num_blocks = self.config.num_kv_blocks or max(
-            2, int(self.config.kv_memory_mb * 2**20 // per_block))
+        if spec.num_layers == 0:  # no KV cache (non-autoregressive family)
+            num_blocks = 1
+        else:
+            num_blocks = self.config.num_kv_blocks or max(
+                2, int(self.config.kv_memory_mb * 2**20 // per_block))
         self.blocks = BlockManager(num_blocks, self.config.block_size)
         self.cache = PagedKVCache(spec.num_layers, spec.kv_heads, spec.head_dim, num_blocks,
                                   self.config.block_size, spec.dtype, torch.device(device))
@@ -154,7 +157,9 @@ class Engine:
 
     def step(self) -> list[AudioChunk]:
         plan = self.scheduler.plan()
-        self.runner.prefill(plan.prefills)
+        for item, latents in zip(plan.prefills, self.runner.prefill(plan.prefills)):
+            item.request.pending_latents.extend(latents)  # non-autoregressive: whole clause
+            self._end_clause(item.request)
         for item, (latent, logit) in zip(plan.steps, self.runner.step(plan.steps)):
             self._advance(item.request, latent, logit)
         turn = None
@@ -192,6 +197,7 @@ class Engine:
     def _emit(self, item: DecodeItem, pcm: torch.Tensor) -> AudioChunk:
         request = item.request
         del request.pending_latents[: item.num_frames]
+        request.clause_frames_decoded += item.num_frames
         if not request.pending_latents:
             request.flush_latents = False
         if request.fade_samples:

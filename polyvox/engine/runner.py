@@ -23,6 +23,7 @@ class PrefillItem(NamedTuple):
     tokens: torch.Tensor  # [T] the clause's token ids
     positions: list[int]  # absolute position of each token
     slots: list[int]  # flat KV slot of each token
+    text: str | None = None  # the clause itself (non-autoregressive families)
 
 
 class StepItem(NamedTuple):
@@ -33,7 +34,9 @@ class StepItem(NamedTuple):
 
 class DecodeItem(NamedTuple):
     request: Request
-    num_frames: int
+    num_frames: int  # new frames to decode
+    lookahead: int = 0  # pending frames after them that the decoder may look at
+    history: int = 0  # frames before them the decoder's slot still holds (windowed decoders)
 
 
 class Runner:
@@ -49,10 +52,14 @@ class Runner:
         return slots, positions
 
     @torch.no_grad()
-    def prefill(self, items: list[PrefillItem]) -> None:
-        """All clauses packed in one ragged row: [1, sum(T)] tokens, no padding."""
+    def prefill(self, items: list[PrefillItem]) -> list[torch.Tensor]:
+        """Autoregressive families: all clauses packed in one ragged row, [1, sum(T)]
+        tokens, no padding; returns nothing. Other families: each clause's latents [T, D]."""
         if not items:
-            return
+            return []
+        if not self.family.is_autoregressive:
+            return [self.family.clause_latents(self._clause_text(item), item.request.params,
+                                               item.request.generator) for item in items]
         read_slots, read_positions = self._reads([item.request for item in items])
         kv = PagedKV(
             self.cache.k, self.cache.v,
@@ -65,6 +72,12 @@ class Runner:
         tokens = torch.cat([item.tokens for item in items])
         positions = torch.tensor([p for item in items for p in item.positions])[None]
         self.family.prefill_tokens(tokens, positions, kv)
+        return []
+
+    @staticmethod
+    def _clause_text(item: PrefillItem) -> str:
+        assert item.text is not None
+        return item.text
 
     @torch.no_grad()
     def step(self, items: list[StepItem]) -> list[tuple[torch.Tensor, float]]:
@@ -99,16 +112,20 @@ class Runner:
         """Decode each item's next `num_frames` pending latents; one batch per chunk length.
         Returns the new PCM [num_frames * samples_per_frame] per item, in order."""
         results: list[torch.Tensor | None] = [None] * len(items)
-        groups: dict[int, list[int]] = defaultdict(list)
+        groups: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         for index, item in enumerate(items):
-            groups[item.num_frames].append(index)
-        for frames, indices in groups.items():
+            groups[(item.num_frames, item.lookahead, item.history)].append(index)
+        for (frames, lookahead, history), indices in groups.items():
             requests = [items[i].request for i in indices]
             assert len({r.request_id for r in requests}) == len(requests), "one chunk per request"
-            latents = torch.stack([torch.stack(r.pending_latents[:frames]) for r in requests])
+            window = frames + lookahead
+            latents = torch.stack([torch.stack(r.pending_latents[:window]) for r in requests])
             slot_ids = torch.tensor([r.decoder_slot for r in requests])
             state = self.slots.gather(slot_ids)
-            pcm = self.family.decode(latents, state)  # [b, frames * samples_per_frame]
+            if history or lookahead:
+                pcm = self.family.decode(latents, state, num_frames=frames, history=history)
+            else:
+                pcm = self.family.decode(latents, state)  # [b, frames * samples_per_frame]
             self.slots.scatter(slot_ids, state)
             for i, row in zip(indices, pcm):
                 results[i] = row

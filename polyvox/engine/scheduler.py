@@ -60,16 +60,22 @@ class Scheduler:
         return Plan(prefills, self._plan_steps(generating, prefills))
 
     def plan_decodes(self, candidates: list[Request] | None = None) -> list[DecodeItem]:
+        lookahead = getattr(self.family, "decoder_lookahead", 0)
+        max_history = getattr(self.family, "decoder_history", 0)
         items = []
         for request in candidates if candidates is not None else self.running:
-            if request.decoder_slot is None or not request.pending_latents:
+            pending = len(request.pending_latents)
+            if request.decoder_slot is None or not pending:
                 continue
             size = self.config.first_chunk_frames if request.num_chunks == 0 \
                 else self.config.chunk_frames
-            if len(request.pending_latents) >= size:
-                items.append(DecodeItem(request, size))
-            elif request.flush_latents:
-                items.append(DecodeItem(request, len(request.pending_latents)))
+            history = min(max_history, request.clause_frames_decoded)
+            if pending >= size + lookahead:
+                items.append(DecodeItem(request, size, lookahead, history))
+            elif request.flush_latents:  # the clause ended: no more frames will come
+                frames = min(size, pending)
+                items.append(DecodeItem(request, frames, min(lookahead, pending - frames),
+                                        history))
         return items
 
     def _admit(self) -> None:
@@ -94,6 +100,8 @@ class Scheduler:
             self.running.append(request)
 
     def _fits_first_clause(self, request: Request) -> bool:
+        if not self.family.is_autoregressive:
+            return True  # no KV cache
         tokens = self.family.count_tokens(request.pending_clauses[0]) + 8
         needed = -(-tokens // self.blocks.block_size) + 1
         return self.blocks.can_allocate(needed)
@@ -102,13 +110,19 @@ class Scheduler:
         items: list[PrefillItem] = []
         budget = self.config.prefill_token_budget
         for request in requests:  # admission order: the oldest first
-            if self.config.chaining == "pocket" and request.pending_latents:
+            if self._restarts_decoder and request.pending_latents:
                 continue  # the decoder restarts per clause: finish the last one first
             text = request.pending_clauses[0]
             try:
                 plan = self.family.plan_clause(text, request.params)
             except ValueError as error:
                 self._fail(request, f"bad clause {text!r}: {error}")
+                continue
+            if not self.family.is_autoregressive:
+                self._start_clause_context(request)
+                request.pending_clauses.popleft()
+                request.clause = Clause(plan.tokens, 0, 0)
+                items.append(PrefillItem(request, plan.tokens, [], [], text))
                 continue
             count = int(plan.tokens.shape[0])
             if items and count > budget:
@@ -130,18 +144,27 @@ class Scheduler:
             budget -= count
         return items
 
+    @property
+    def _restarts_decoder(self) -> bool:
+        """Whether each clause starts with a fresh decoder (pocket mode; Piper always)."""
+        return (self.config.chaining == "pocket"
+                or getattr(self.family, "resets_decoder_per_clause", False))
+
     def _start_clause_context(self, request: Request) -> None:
         """Pocket mode: back to the voice state with a fresh decoder. Chained mode: drop
         own context older than the window."""
+        if self._restarts_decoder and request.clauses_started:
+            assert request.decoder_slot is not None
+            self.slots.reset(request.decoder_slot)
+            request.fade_samples = self.family.fade_in_samples
+            request.clause_frames_decoded = 0
         if self.config.chaining == "pocket":
-            if request.table.own_blocks():
-                self.blocks.release(request.table.drop_own())
-                request.next_position = request.voice.length
-                self.slots.reset(request.decoder_slot)
-                request.fade_samples = self.family.fade_in_samples
+            self.blocks.release(request.table.drop_own())
+            request.next_position = request.voice.length
         else:
             cutoff = request.next_position - self.config.context_window
             self.blocks.release(request.table.drop_before(cutoff))
+        request.clauses_started += 1
 
     def _plan_steps(self, generating: list[Request],
                     prefills: list[PrefillItem]) -> list[StepItem]:

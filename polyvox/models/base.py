@@ -53,10 +53,21 @@ class ClausePlan:
 
 
 class ModelFamily(Protocol):
+    """Autoregressive families implement prefill_tokens/step_batch; the others implement
+    clause_latents instead (the whole clause's latents at once) and declare
+    `kv_spec.num_layers == 0`. Windowed decoders declare `decoder_lookahead` and
+    `decoder_history` (frames) and accept `num_frames`/`history` in `decode`."""
+
     audio: AudioFormat
     kv_spec: KVSpec
     latent_dim: int
     fade_in_samples: int  # a fresh decoder's first samples are faded in (0: none)
+    is_autoregressive: bool
+
+    def make_params(self, seed: int = 0, temperature: float | None = None,
+                    speed: float = 1.0) -> Any:
+        """Per-request parameters; ValueError for settings the family cannot honour."""
+        ...
 
     def count_tokens(self, text: str) -> int: ...
 

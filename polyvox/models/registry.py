@@ -29,11 +29,13 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
                            device=device)
     if name == "piper/joe" or name.startswith("piper:"):
         try:
+            from polyvox.models.piper.family import PiperFamily
             from polyvox.models.piper.model import PiperModel
         except ImportError as error:
             raise ValueError(
                 f"model {name} needs the Piper extra: pip install 'polyvox[piper]' ({error})"
             ) from None
-        return PiperModel.load(None if name == "piper/joe" else name[6:], device=device)
+        return PiperFamily(PiperModel.load(None if name == "piper/joe" else name[6:],
+                                           device=device))
     raise ValueError(f"unknown model {name!r}: use piper/joe, piper:<voice.onnx>, "
                      "pocket/<config> or pocket:<config.yaml> (see `polyvox models`)")

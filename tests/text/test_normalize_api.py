@@ -80,7 +80,7 @@ def test_sentence_boundaries_do_not_cut_inside_numbers_emails_or_abbreviations()
     spoken = NORMALIZER.normalize(text)
     first = (
         "Doctor Patel paid three dollars and fifty cents to j dot smith at example dot com at"
-        " three p m."
+        " three PM."
     )
     assert split_sentences(spoken) == [first, " Call five five five, zero one four two now."]
 

@@ -44,8 +44,8 @@ NUMBERS = [
 RANGES_FRACTIONS_PERCENTAGES = [
     ("5 to 7", "five to seven"),
     ("5-7", "five to seven"),
-    ("2-4 PM", "two to four p m"),
-    ("9am-5pm", "nine a m to five p m"),
+    ("2-4 PM", "two to four PM"),
+    ("9am-5pm", "nine AM to five PM"),
     ("10-20 kg", "ten to twenty kilograms"),
     ("3-5 business days", "three to five business days"),
     ("5-7%", "five to seven percent"),
@@ -134,23 +134,23 @@ DATES_AND_YEARS = [
 ]
 
 TIMES = [
-    ("3:45 PM", "three forty-five p m"),
-    ("10:15 AM", "ten fifteen a m"),
+    ("3:45 PM", "three forty-five PM"),
+    ("10:15 AM", "ten fifteen AM"),
     ("7:05", "seven oh five"),
     ("7:00", "seven o'clock"),
     ("12:30", "twelve thirty"),
-    ("3 PM", "three p m"),
-    ("3pm", "three p m"),
-    ("10 a.m. on Monday", "ten a m on Monday"),
-    ("See you at 3 p.m. Thanks!", "See you at three p m. Thanks!"),
-    ("See you at 3 p.m.", "See you at three p m."),
+    ("3 PM", "three PM"),
+    ("3pm", "three PM"),
+    ("10 a.m. on Monday", "ten AM on Monday"),
+    ("See you at 3 p.m. Thanks!", "See you at three PM. Thanks!"),
+    ("See you at 3 p.m.", "See you at three PM."),
     ("15:30", "fifteen thirty"),
     ("15:00", "fifteen hundred"),
     ("at noon", "at noon"),
-    ("Our hours are 10:15 AM to 6 PM.", "Our hours are ten fifteen a m to six p m."),
-    ("9:00 AM - 5:00 p.m. Thanks", "nine a m to five p m. Thanks"),
-    ("Open 9:00 AM - 5:00 p.m. Monday to Friday.", "Open nine a m to five p m Monday to Friday."),
-    ("Open Mon-Fri 9am-5pm.", "Open Monday to Friday nine a m to five p m."),
+    ("Our hours are 10:15 AM to 6 PM.", "Our hours are ten fifteen AM to six PM."),
+    ("9:00 AM - 5:00 p.m. Thanks", "nine AM to five PM. Thanks"),
+    ("Open 9:00 AM - 5:00 p.m. Monday to Friday.", "Open nine AM to five PM Monday to Friday."),
+    ("Open Mon-Fri 9am-5pm.", "Open Monday to Friday nine AM to five PM."),
     ("Open Mon.–Thurs.", "Open Monday to Thursday."),
     ("Sat. 10-2", "Saturday ten to two"),
     ("Tue, Mar 5", "Tuesday, March fifth"),
@@ -183,8 +183,8 @@ PHONES_CARDS_CODES = [
     ("Your confirmation number is 58213.", "Your confirmation number is five eight two one three."),
     ("order #4521", "order number four five two one"),
     ("#1", "number one"),
-    ("A7X-392-KQ", "A seven X, three nine two, K Q"),
-    ("confirmation code A7X-392-KQ", "confirmation code A seven X, three nine two, K Q"),
+    ("A7X-392-KQ", "A-seven X, three nine two, K Q"),
+    ("confirmation code A7X-392-KQ", "confirmation code A-seven X, three nine two, K Q"),
     ("ZX4-88Q1", "Z X four, eight eight Q one"),
     ("392-118-004", "three nine two, one one eight, zero zero four"),
     ("Springfield, IL 62704", "Springfield, IL six two seven zero four"),
@@ -268,7 +268,7 @@ SENTENCES = [
         "Your appointment with Dr. Patel is on Tuesday, March 14th at 3:45 PM.",
         (
             "Your appointment with Doctor Patel is on Tuesday, March fourteenth at three forty-five"
-            " p m."
+            " PM."
         ),
     ),
     (
@@ -286,7 +286,7 @@ SENTENCES = [
         "Please call us at 1-800-555-0199 between 9 AM and 5 PM, Monday to Friday.",
         (
             "Please call us at one, eight zero zero, five five five, zero one nine nine between"
-            " nine a m and five p m, Monday to Friday."
+            " nine AM and five PM, Monday to Friday."
         ),
     ),
     (
@@ -334,7 +334,7 @@ SENTENCES = [
         "Hi Ms. Garcia, your order #58213 ships Mon. 3/4 and arrives by 5 p.m. Friday.",
         (
             "Hi Miz Garcia, your order number five eight two one three ships Monday March fourth"
-            " and arrives by five p m Friday."
+            " and arrives by five PM Friday."
         ),
     ),
     (

@@ -84,7 +84,7 @@ class KVStore(Protocol):
 class NoCache:
     """Stateless: queries attend within the call only (offline encoding, training)."""
 
-    allowed = None
+    allowed: torch.Tensor | None = None
 
     def write_and_read(
         self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
@@ -99,7 +99,7 @@ class ContiguousKV:
     0..length-1 (a fresh context). Capacity doubles when full.
     """
 
-    allowed = None
+    allowed: torch.Tensor | None = None
 
     def __init__(self, num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype,
                  device: torch.device, capacity: int = 64) -> None:
@@ -163,7 +163,7 @@ class WindowKV:
     (-1 = empty).
     """
 
-    allowed = None
+    allowed: torch.Tensor | None = None
 
     def __init__(self, state: dict[str, torch.Tensor], prefix: str) -> None:
         self.state = state

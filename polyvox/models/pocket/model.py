@@ -77,6 +77,7 @@ class PocketTTS:
         self.kv_spec = KVSpec(*self.kv_shape, dtype=torch.float32)
         self.latent_dim = config.latent_dim
         self.fade_in_samples = int(self.audio.sample_rate * FADE_IN_SECONDS)
+        self.is_autoregressive = True
         modules.eval()
 
     @property
@@ -143,6 +144,13 @@ class PocketTTS:
         return self.mimi.decode(self.flow_lm.denormalize(latents), state)
 
     # --- the engine's stage protocol (polyvox.models.base.ModelFamily) -------------------
+
+    def make_params(self, seed: int = 0, temperature: float | None = None,
+                    speed: float = 1.0) -> GenerationParams:
+        """Per-request parameters. Pocket TTS has no speed control: speed must be 1."""
+        if speed != 1.0:
+            raise ValueError(f"{self.config.name} cannot change speed; use speed 1.0")
+        return GenerationParams(temperature=temperature, seed=seed)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text))

@@ -2,7 +2,7 @@
 
     >>> from polyvox.text.normalize import make_normalizer
     >>> make_normalizer("en").normalize("Dr. Patel sees you March 14th at 3:45 PM.")
-    'Doctor Patel sees you March fourteenth at three forty-five p m.'
+    'Doctor Patel sees you March fourteenth at three forty-five PM.'
 
 Streaming (text arriving as LLM tokens)::
 

@@ -17,6 +17,7 @@ from .context import (
     previous_word_raw,
     sentence_ends_after,
 )
+from .identifiers import say_characters
 from .vocab import ABBREVIATIONS, BEFORE_NUMBER_ONLY, DOTTED_WORDS, SYMBOL_WORDS, Abbreviation
 
 _WORD = re.compile(r"(?P<word>[A-Za-z]+)(?P<period>\.)?(?![\w])")
@@ -27,6 +28,7 @@ _NEXT_WORD = re.compile(r"\s+(?P<word>[A-Za-z]+)")
 _COMPASS_POINTS = frozenset(("N", "S", "E", "W", "NE", "NW", "SE", "SW"))
 _TEXT_END = re.compile(r"\s*\Z")
 _SYMBOL = re.compile(r"(?P<symbol>w/o|w/|[&@+=])(?=\s)")
+_MERIDIEMS = {"am": "AM", "pm": "PM"}
 
 
 def _match_case(reading: str, written: str) -> str:
@@ -86,7 +88,7 @@ def abbreviation(text: str, pos: int) -> Spoken | None:
 
 
 def dotted_abbreviation(text: str, pos: int) -> Spoken | None:
-    """ "e.g." -> "for example"; "U.S." -> "U S"; "a.m." -> "a m"."""
+    """ "e.g." -> "for example"; "U.S." -> "U S"; "a.m." -> "AM"; "A.T.M." -> "A-T M"."""
     if not at_word_start(text, pos):
         return None
     for written, reading in DOTTED_WORDS.items():
@@ -98,7 +100,9 @@ def dotted_abbreviation(text: str, pos: int) -> Spoken | None:
     match = _DOTTED_ACRONYM.match(text, pos)
     if match is None:
         return None
-    letters = " ".join(match[0].replace(".", ""))
+    written = match[0].replace(".", "")
+    # "a.m." / "p.m." on their own: "AM" is read as letter names, "a m" as "uh em".
+    letters = _MERIDIEMS.get(written.lower()) or say_characters(list(written))
     period = "." if sentence_ends_after(text, match.end()) else ""
     return Spoken(match.end(), letters + period)
 

@@ -40,8 +40,8 @@ def _year_range(text: str, pos: int, dash_end: int) -> Spoken | None:
 
 
 def number_range(text: str, pos: int) -> Spoken | None:
-    """ "5-7" -> "five to seven", "2-4 PM" -> "two to four p m", "9am-5pm" -> "nine a m
-    to five p m", "10-20 kg" -> "ten to twenty kilograms".
+    """ "5-7" -> "five to seven", "2-4 PM" -> "two to four PM", "9am-5pm" -> "nine AM
+    to five PM", "10-20 kg" -> "ten to twenty kilograms".
     """
     if not at_word_start(text, pos):
         return None

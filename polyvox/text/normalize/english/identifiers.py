@@ -9,6 +9,7 @@ says as short pauses.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ..base import Spoken
 from . import spell
@@ -64,7 +65,7 @@ def _say_address_part(written: str) -> str:
 def _say_host(host: str) -> str:
     words = [_say_address_part(label) for label in host.split(".")]
     if words[-1].lower() in _SPELLED_DOMAINS:
-        words[-1] = " ".join(words[-1])
+        words[-1] = say_characters(list(words[-1]))  # "i o"; "ai" -> "a-i"
     return " dot ".join(words)
 
 
@@ -157,12 +158,39 @@ def digit_groups(text: str, pos: int) -> Spoken | None:
     return None
 
 
+def say_characters(pieces: Sequence[str]) -> str:
+    """Join spelled-out characters with spaces, tying a lone letter A to what follows it.
+
+    Front ends read "A" before another word as the article ("A seven X" -> "uh seven X"),
+    but "A-seven" as the letter ("ay seven"), as in "A-list". Two A's in a row are kept
+    apart by a comma: "A, A-seven".
+    """
+    words: list[str] = []
+    index = 0
+    while index < len(pieces):
+        piece = pieces[index]
+        if piece in ("A", "a") and index + 1 < len(pieces):
+            following = pieces[index + 1]
+            if following in ("A", "a"):
+                words.append(f"{piece},")
+                index += 1
+            else:
+                words.append(f"{piece}-{following}")
+                index += 2
+            continue
+        words.append(piece)
+        index += 1
+    return " ".join(words)
+
+
 def _say_code_group(group: str) -> str:
-    return " ".join(spell.DIGIT_WORDS[int(char)] if char.isdecimal() else char for char in group)
+    return say_characters(
+        [spell.DIGIT_WORDS[int(char)] if char.isdecimal() else char for char in group]
+    )
 
 
 def code(text: str, pos: int) -> Spoken | None:
-    """Capital letters mixed with digits, character by character: "A7X-392-KQ" -> "A seven
+    """Capital letters mixed with digits, character by character: "A7X-392-KQ" -> "A-seven
     X, three nine two, K Q". Short ones like "4B" or "B12" keep the number whole.
     """
     match = _CODE.match(text, pos)
@@ -174,8 +202,8 @@ def code(text: str, pos: int) -> Spoken | None:
     short = _SHORT_CODE.fullmatch(written)
     if short is not None and (short["lead"] or short["trail"])[0] != "0":
         number = spell.cardinal(int(short["lead"] or short["trail"]))
-        words = f"{number} {short['tail']}" if short["lead"] else f"{short['head']} {number}"
-        return Spoken(match.end(), words)
+        pieces = [number, short["tail"]] if short["lead"] else [short["head"], number]
+        return Spoken(match.end(), say_characters(pieces))
     return Spoken(match.end(), ", ".join(_say_code_group(g) for g in written.split("-")))
 
 
@@ -194,4 +222,4 @@ def mixed_alphanumeric(text: str, pos: int) -> Spoken | None:
             words.append(spell.cardinal(int(piece)))
         else:
             words.append(spell.digits(piece))
-    return Spoken(match.end(), " ".join(words))
+    return Spoken(match.end(), say_characters(words))

@@ -28,6 +28,10 @@ _DECADE = re.compile(r"'?(?P<number>\d{4}|\d{2})'?s(?![\w])")
 _PERCENT = re.compile(rf"(?P<number>{NUMBER})\s?%")
 _UNIT_NAMES = "|".join(re.escape(unit) for unit in sorted(UNITS, key=len, reverse=True))
 _UNIT = re.compile(rf"(?P<number>{NUMBER})\s?(?P<unit>{_UNIT_NAMES})(?![\w/])")
+# The period of an abbreviated unit inside a sentence ("6 ft. tall", "5 lbs. of flour"): a
+# lowercase word or a digit follows. Inches only in this form: "6 in." is a unit, "6 in" not.
+_UNIT_PERIOD = re.compile(r"\.(?=\s+[a-z0-9])")
+_INCHES = re.compile(rf"(?P<number>{NUMBER})\s?in(?=\.\s+[a-z0-9])")
 _FRACTION = re.compile(r"(?P<numerator>\d{1,3})/(?P<denominator>\d{1,3})(?![\w/])")
 _MIXED_FRACTION = re.compile(
     r"(?P<whole>\d+)(?:\s(?P<numerator>\d{1,2})/(?P<denominator>\d{1,2})(?![\w/])"
@@ -136,14 +140,24 @@ def percent(text: str, pos: int) -> Spoken | None:
 
 def number_with_unit(text: str, pos: int) -> Spoken | None:
     """ "5 kg" -> "five kilograms", "1 mi" -> "one mile", "72°F" -> "seventy-two degrees
-    Fahrenheit".
+    Fahrenheit", "6 ft. tall" -> "six feet tall", "55 in. wide" -> "fifty-five inches wide".
     """
-    match = _UNIT.match(text, pos)
-    if match is None or not at_word_start(text, pos):
+    if not at_word_start(text, pos):
         return None
-    singular, plural = UNITS[match["unit"]]
+    match = _UNIT.match(text, pos)
+    if match is not None:
+        singular, plural = UNITS[match["unit"]]
+    else:
+        match = _INCHES.match(text, pos)
+        if match is None:
+            return None
+        singular, plural = "inch", "inches"
     name = singular if match["number"] == "1" else plural
-    return Spoken(match.end(), f"{number_words(match['number'])} {name}")
+    end = match.end()
+    is_abbreviated = match.lastgroup != "unit" or match["unit"][-1].isalpha()
+    if is_abbreviated and _UNIT_PERIOD.match(text, end):  # not a sentence end: drop it
+        end += 1
+    return Spoken(end, f"{number_words(match['number'])} {name}")
 
 
 def simple_fraction(text: str, pos: int) -> Spoken | None:

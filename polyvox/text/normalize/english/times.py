@@ -1,4 +1,8 @@
-"""Rules for clock times: "3:45 PM" -> "three forty-five p m", "7:05" -> "seven oh five"."""
+"""Rules for clock times: "3:45 PM" -> "three forty-five PM", "7:05" -> "seven oh five".
+
+The meridiem is written "AM" / "PM": front ends read those as letter names, while "a m"
+starts with the article ("uh em", heard as "and M").
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ _HOUR_ONLY = re.compile(rf"(?P<hour>\d{{1,2}})\s?{_MERIDIEM}")
 
 
 def _meridiem_words(text: str, written: str, end: int) -> str:
-    words = f"{written[0].lower()} m"
+    words = f"{written[0].upper()}M"
     # "at 3 p.m. Thanks" -- the period closes the abbreviation and the sentence.
     if written.endswith(".") and sentence_ends_after(text, end):
         words += "."
@@ -27,7 +31,7 @@ def _meridiem_words(text: str, written: str, end: int) -> str:
 def clock_time(text: str, pos: int) -> Spoken | None:
     """Read a clock time.
 
-    "3:45 PM" -> "three forty-five p m", "10 a.m." -> "ten a m", "7:05" -> "seven oh
+    "3:45 PM" -> "three forty-five PM", "10 a.m." -> "ten AM", "7:05" -> "seven oh
     five", "7:00" -> "seven o'clock", "15:00" -> "fifteen hundred".
     """
     if not at_word_start(text, pos):

@@ -1,0 +1,123 @@
+"""The Piper family behind the engine's stage protocol.
+
+Piper is not autoregressive: "prefill" runs phonemizer + ONNX front for a whole clause
+and yields all of its latents z [T, 192]; there is no step stage and no KV cache. The
+decoder is the PyTorch HiFi-GAN run on windows: each chunk of N new frames is decoded
+with up to `HISTORY` frames before it (kept in the request's decoder slot) and up to
+`LOOKAHEAD` frames after it (still pending in the engine), then trimmed to its own
+samples. Windows of equal shape batch exactly across requests. Each clause is its own
+utterance (as in piper-tts): the decoder starts fresh per clause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from polyvox.models.base import ClausePlan, KVSpec
+from polyvox.models.piper.front import make_generator
+from polyvox.models.piper.model import PiperModel
+from polyvox.text.clauses import split_text
+
+HISTORY = 10  # frames of z before a chunk (less breaks audibly; see docs/piper.md)
+LOOKAHEAD = 10  # frames of z after a chunk
+
+
+@dataclass(frozen=True)
+class PiperParams:
+    seed: int = 0
+    speed: float = 1.0
+    noise: bool = True
+    sampler_steps: int = 1  # unused: no sampler
+
+    def __post_init__(self) -> None:
+        if not 0.25 <= self.speed <= 4.0:
+            raise ValueError("speed must be between 0.25 and 4.0")
+
+
+@dataclass(frozen=True)
+class _Empty:
+    k: torch.Tensor
+    v: torch.Tensor
+    length: int = 0
+
+
+class PiperFamily:
+    is_autoregressive = False
+    resets_decoder_per_clause = True
+    decoder_lookahead = LOOKAHEAD
+    decoder_history = HISTORY
+    fade_in_samples = 0
+    is_random = False
+
+    def __init__(self, model: PiperModel) -> None:
+        self.model = model
+        self.audio = model.audio
+        self.latent_dim = model.hifigan.num_channels
+        self.kv_spec = KVSpec(num_layers=0, kv_heads=1, head_dim=1, dtype=torch.float32)
+
+    @property
+    def sample_rate(self) -> int:
+        return self.model.sample_rate
+
+    def make_params(self, seed: int = 0, temperature: float | None = None,
+                    speed: float = 1.0) -> PiperParams:
+        return PiperParams(seed=seed, speed=speed)
+
+    def empty_voice(self) -> _Empty:
+        empty = torch.zeros(0, 0, 1, 1)
+        return _Empty(empty, empty)
+
+    # --- text ----------------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def split_like_reference(self, text: str, max_tokens: int) -> list[str]:
+        return split_text(text, self.count_tokens, max_tokens)
+
+    def plan_clause(self, text: str, params: PiperParams) -> ClausePlan:
+        if not text.strip():
+            raise ValueError("text is empty")
+        return ClausePlan(torch.zeros(0, dtype=torch.long), 0, 0)
+
+    # --- stages ------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def clause_latents(self, text: str, params: PiperParams,
+                       generator: torch.Generator) -> torch.Tensor:
+        """All latent frames of a clause, [T, 192] (espeak sentences concatenated)."""
+        scales = self.model.scales(params.speed, params.noise)
+        pieces = [self.model.latents(ids, scales, generator).latents
+                  for ids in self.model.sentence_ids(text)]
+        if not pieces:
+            return torch.zeros(0, self.latent_dim)
+        return torch.cat(pieces, dim=1).t().contiguous()
+
+    def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"history": (self.latent_dim, HISTORY)}
+
+    def new_decoder_state(self, batch_size: int = 1) -> dict[str, torch.Tensor]:
+        return {"history": torch.zeros(batch_size, self.latent_dim, HISTORY)}
+
+    @torch.no_grad()
+    def decode(self, latents: torch.Tensor, state: dict[str, torch.Tensor],
+               num_frames: int | None = None, history: int = 0) -> torch.Tensor:
+        """latents [B, N + L, D]: N new frames then L lookahead frames; `history` frames of
+        the slot's past are prepended. Returns PCM [B, N * hop] (new samples only)."""
+        frames = latents.shape[1] if num_frames is None else num_frames
+        z = latents.transpose(1, 2)  # [B, D, N + L]
+        past = state["history"][:, :, HISTORY - history:] if history else z[:, :, :0]
+        audio = self.model.hifigan(torch.cat([past, z], dim=2))  # [B, (h + N + L) * hop]
+        hop = self.audio.samples_per_frame
+        state["history"] = torch.cat([state["history"], z[:, :, :frames]], dim=2)[:, :, -HISTORY:]
+        return audio[:, history * hop: (history + frames) * hop]
+
+    # --- one request, offline (CLI) ----------------------------------------------------------
+
+    def synthesize(self, text: str, seed: int = 0, speed: float = 1.0) -> torch.Tensor:
+        return self.model.synthesize(text, seed=seed, speed=speed)
+
+    def new_generator(self, seed: int) -> torch.Generator:
+        return make_generator(seed)

@@ -1,0 +1,123 @@
+"""Admission control: who may generate now, who waits, who is told to come back later.
+
+NOTE (the rule): at most `max_running` streams generate at once. A request that finds a
+free turn and nobody waiting starts at once. Otherwise it waits in a FIFO queue, so
+queued requests start in arrival order, unless
+  - the queue already holds `max_queued` requests, or
+  - its estimated wait exceeds `max_wait_seconds`: position / max_running x the mean
+    time a stream holds its turn (an exponential average over finished streams),
+in which case it is refused with 429 and a Retry-After. Before the model is loaded and
+while shutting down every request is refused with 503. A refused or queued request holds
+nothing in the engine: the engine sees a request only once it has its turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+SERVICE_AVERAGING = 0.2  # weight of the newest finished stream in the mean service time
+NOT_READY_RETRY_SECONDS = 5
+
+
+class Rejected(Exception):
+    """The request is refused; nothing was allocated for it."""
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.status, self.reason, self.message, self.retry_after = (
+            status, reason, message, retry_after)
+
+
+@dataclass
+class Ticket:
+    """A turn to generate; give it back with `Admission.release`."""
+
+    admitted_at: float = field(default_factory=time.monotonic)
+    is_released: bool = False
+
+
+class Admission:
+    def __init__(self, max_running: int, max_queued: int, max_wait_seconds: float) -> None:
+        self.max_running, self.max_queued = max_running, max_queued
+        self.max_wait_seconds = max_wait_seconds
+        self.num_running = 0
+        self.mean_service_seconds: float | None = None  # None until a stream finished
+        self.is_ready = False
+        self._queue: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def num_queued(self) -> int:
+        return len(self._queue)
+
+    def estimated_wait(self, position: int) -> float:
+        """Seconds until the `position`-th queued request (1 = next) gets its turn."""
+        if self.mean_service_seconds is None:
+            return 0.0
+        return position / self.max_running * self.mean_service_seconds
+
+    def retry_after(self) -> int:
+        """Seconds until a request would likely be let in: until a turn frees up, or until
+        the queue has drained below the wait limit."""
+        excess = self.estimated_wait(self.num_queued + 1) - self.max_wait_seconds
+        return max(1, math.ceil(max(excess, self.estimated_wait(1))))
+
+    def check(self) -> None:
+        """Raise Rejected when a request arriving now would be refused."""
+        if not self.is_ready:
+            raise Rejected(503, "not_ready", "the server is not ready (loading the model or "
+                           "shutting down); retry shortly", NOT_READY_RETRY_SECONDS)
+        if self.num_running < self.max_running and not self._queue:
+            return
+        if len(self._queue) >= self.max_queued:
+            raise Rejected(429, "queue_full", f"too many requests: {self.num_running} streams "
+                           f"running and {len(self._queue)} queued (the limit); retry later",
+                           self.retry_after())
+        wait = self.estimated_wait(len(self._queue) + 1)
+        if wait > self.max_wait_seconds:
+            raise Rejected(429, "wait_too_long", f"too many requests: the estimated wait is "
+                           f"{wait:.1f} s, over the {self.max_wait_seconds:g} s limit; retry "
+                           "later", self.retry_after())
+
+    async def acquire(self) -> Ticket:
+        """Wait for a turn (FIFO); raises Rejected at once when refused."""
+        self.check()
+        if self.num_running < self.max_running and not self._queue:
+            self.num_running += 1
+            return Ticket()
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._hand_over()  # the turn was handed to us as we gave up: pass it on
+            else:
+                self._queue.remove(turn)
+            raise
+        return Ticket()
+
+    def release(self, ticket: Ticket, record_service: bool = True) -> None:
+        """Give a turn back (idempotent). `record_service`: count how long it was held in
+        the mean service time (not for WebSocket utterances, which wait on their client)."""
+        if ticket.is_released:
+            return
+        ticket.is_released = True
+        if record_service:
+            held = time.monotonic() - ticket.admitted_at
+            mean = self.mean_service_seconds
+            self.mean_service_seconds = held if mean is None else (
+                (1 - SERVICE_AVERAGING) * mean + SERVICE_AVERAGING * held)
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """The turn goes to the oldest waiter, or back to the pool."""
+        while self._queue:
+            turn = self._queue.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.num_running -= 1

@@ -1,0 +1,115 @@
+"""What the endpoints share: the config, the served model (once loaded), admission,
+metrics, voices; and `LiveStream`, one generation as the endpoints consume it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+
+from polyvox.engine.engine import EngineError
+from polyvox.request import AudioChunk
+from polyvox.server.admission import Admission, Rejected, Ticket
+from polyvox.server.config import ServerConfig
+from polyvox.server.errors import APIError
+from polyvox.server.metrics import Metrics
+from polyvox.serving import Served
+
+
+class ServerState:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.admission = Admission(config.max_streams, config.max_queued,
+                                   config.max_wait_seconds)
+        self.metrics = Metrics(self.admission)
+        self.loaded: Served | None = None
+        self.voices: Any = None  # VoiceStore, once the model is loaded
+        self.load_error: str | None = None
+
+    @property
+    def served(self) -> Served:
+        if self.loaded is None or not self.admission.is_ready:
+            raise APIError(503, self.load_error or "the server is not ready (loading the "
+                           "model or shutting down); retry shortly",
+                           headers={"Retry-After": "5"})
+        return self.loaded
+
+    async def admit(self) -> Ticket:
+        """A turn to generate, or APIError 429/503 with Retry-After."""
+        try:
+            return await self.admission.acquire()
+        except Rejected as rejected:
+            self.metrics.rejected.labels(rejected.reason).inc()
+            raise APIError(rejected.status, rejected.message, code=rejected.reason,
+                           headers={"Retry-After": str(rejected.retry_after)}) from None
+
+    def params(self, seed: int, temperature: float | None, speed: float) -> Any:
+        try:
+            return self.served.params(seed=seed, temperature=temperature, speed=speed)
+        except ValueError as error:
+            raise APIError(400, str(error)) from None
+
+    def start(self, text: str | AsyncIterator[str], voice: str, params: Any, ticket: Ticket,
+              endpoint: str, started: float) -> LiveStream:
+        chunks = self.served.runtime.generate(text, voice, params)
+        return LiveStream(self, chunks, ticket, endpoint, started,
+                          is_text_complete=isinstance(text, str))
+
+
+class LiveStream:
+    """One request's audio as float arrays. Owns its admission turn: `close()` (always
+    call it) aborts the request in the engine if it is still going, gives the turn back
+    and records how the stream went."""
+
+    def __init__(self, state: ServerState, chunks: AsyncIterator[AudioChunk], ticket: Ticket,
+                 endpoint: str, started: float, is_text_complete: bool) -> None:
+        self.state, self.endpoint, self.ticket = state, endpoint, ticket
+        self.started = started  # when the client asked (TTFA counts from here)
+        self.is_text_complete = is_text_complete
+        self.sample_rate = state.served.sample_rate
+        self.num_samples = 0
+        self.first_audio_at: float | None = None
+        self.outcome: str | None = None  # completed | failed; None while going (or cut)
+        self._chunks = chunks
+        self._is_closed = False
+
+    async def next(self) -> np.ndarray | None:
+        """The next chunk's new samples [N] float32; None at the end. Raises EngineError
+        when the engine refused or failed the request."""
+        try:
+            chunk = await anext(self._chunks)  # type: ignore[call-overload]
+        except StopAsyncIteration:
+            self.outcome = "completed"
+            return None
+        except EngineError:
+            self.outcome = "failed"
+            raise
+        if self.first_audio_at is None:
+            self.first_audio_at = time.monotonic()
+            self.state.metrics.ttfa.labels(self.endpoint).observe(
+                self.first_audio_at - self.started)
+        samples = chunk.samples.detach().cpu().numpy().astype(np.float32, copy=False)
+        self.num_samples += len(samples)
+        return samples
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.num_samples / self.sample_rate
+
+    async def close(self) -> None:
+        if self._is_closed:
+            return
+        self._is_closed = True
+        try:
+            await self._chunks.aclose()  # type: ignore[attr-defined]
+        finally:
+            state, metrics = self.state, self.state.metrics
+            state.admission.release(self.ticket, record_service=self.is_text_complete)
+            outcome = self.outcome or "disconnected"
+            metrics.streams.labels(self.endpoint, outcome).inc()
+            metrics.audio_seconds.labels(self.endpoint).inc(self.audio_seconds)
+            if outcome == "completed" and self.is_text_complete and self.num_samples:
+                busy = time.monotonic() - self.ticket.admitted_at
+                metrics.rtf.labels(self.endpoint).observe(busy / self.audio_seconds)
