@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     say.set_defaults(func=_say)
     models = commands.add_parser("models", help="list model names")
     models.set_defaults(func=_models)
+    from polyvox.bench.cli import add_bench_parser
+
+    add_bench_parser(commands)
     return parser
 
 

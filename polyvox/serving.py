@@ -83,6 +83,12 @@ def load_served(model: str, weights: str | None = None, tokenizer: str | None = 
     from polyvox.models.registry import load_model
 
     family = load_model(model, weights=weights, tokenizer=tokenizer, seed=seed, device=device)
+    return serve_family(model, family, config, device)
+
+
+def serve_family(model: str, family: Any, config: EngineConfig | None = None,
+                 device: str = "cpu") -> Served:
+    """An engine (with its default voice) around an already loaded family."""
     engine = Engine(family, config or EngineConfig(), device=device)
     empty = family.empty_voice()
     engine.register_voice(DEFAULT_VOICE, empty.k, empty.v)

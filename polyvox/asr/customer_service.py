@@ -38,20 +38,24 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     ),
     _s(
         "Your appointment with Dr. Patel is on Tuesday, March 14th at 3:45 PM.",
-        "your appointment with doctor patel is on tuesday march fourteenth at three forty "
-        "five p m",
-        "abbreviation", "date", "time",
+        "your appointment with doctor patel is on tuesday march fourteenth at three forty five p m",
+        "abbreviation",
+        "date",
+        "time",
     ),
     _s(
         "Our office is at 221 Baker St., Suite 400.",
         "our office is at two twenty one baker street suite four hundred",
-        "address", "abbreviation", "number",
+        "address",
+        "abbreviation",
+        "number",
     ),
     _s(
         "Please call us at (555) 123-4567 between 9 AM and 5 PM.",
         "please call us at five five five one two three four five six seven between nine "
         "a m and five p m",
-        "phone", "time",
+        "phone",
+        "time",
     ),
     _s(
         "Your confirmation code is A7X-392-KQ.",
@@ -71,7 +75,8 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     _s(
         "The package weighs 5 kg and ships within 2 business days.",
         "the package weighs five kilograms and ships within two business days",
-        "unit", "number",
+        "unit",
+        "number",
     ),
     _s(
         "You qualify for a 15% discount on your next order.",
@@ -81,23 +86,27 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     _s(
         "Your order 48213 shipped on June 30, 2025.",
         "your order four eight two one three shipped on june thirtieth twenty twenty five",
-        "code", "date",
+        "code",
+        "date",
     ),
     _s(
         "A payment of $89.99 is due on 02/17/2024.",
         "a payment of eighty nine dollars and ninety nine cents is due on february "
         "seventeenth twenty twenty four",
-        "money", "date",
+        "money",
+        "date",
     ),
     _s(
         "The new clinic is at 1450 Oak Ave., Apt. 3B, in Springfield.",
         "the new clinic is at fourteen fifty oak avenue apartment three b in springfield",
-        "address", "abbreviation",
+        "address",
+        "abbreviation",
     ),
     _s(
         "Mrs. Lee will call you back at 10:15 AM tomorrow.",
         "missus lee will call you back at ten fifteen a m tomorrow",
-        "abbreviation", "time",
+        "abbreviation",
+        "time",
     ),
     _s(
         "The card ending in 4242 expires next month.",
@@ -122,7 +131,8 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     _s(
         "Your monthly plan costs $45 and includes 20 GB of data.",
         "your monthly plan costs forty five dollars and includes twenty gigabytes of data",
-        "money", "unit",
+        "money",
+        "unit",
     ),
     _s(
         "A refund of €20 has been sent to your card.",
@@ -142,22 +152,26 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     _s(
         "Please arrive 15 minutes early for your 7:05 visit.",
         "please arrive fifteen minutes early for your seven oh five visit",
-        "number", "time",
+        "number",
+        "time",
     ),
     _s(
         "The store at 88 Elm Dr. closes at noon on Saturdays.",
         "the store at eighty eight elm drive closes at noon on saturdays",
-        "address", "abbreviation",
+        "address",
+        "abbreviation",
     ),
     _s(
         "Dr. Garcia moved her practice to 500 Main St. last week.",
         "doctor garcia moved her practice to five hundred main street last week",
-        "address", "abbreviation",
+        "address",
+        "abbreviation",
     ),
     _s(
         "Your flight leaves at 6:40 PM from gate 12.",
         "your flight leaves at six forty p m from gate twelve",
-        "time", "number",
+        "time",
+        "number",
     ),
     _s(
         "The speed limit in our parking garage is 10 mph.",
@@ -182,7 +196,8 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     _s(
         "Your table for 4 is booked for Friday at 7:30 PM.",
         "your table for four is booked for friday at seven thirty p m",
-        "number", "time",
+        "number",
+        "time",
     ),
     _s(
         "Please send the signed form to billing@northwind.com by Friday.",
@@ -198,7 +213,8 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     _s(
         "The total for 3 items comes to $127.08.",
         "the total for three items comes to one hundred twenty seven dollars and eight cents",
-        "money", "number",
+        "money",
+        "number",
     ),
     _s(
         "We credited $0.75 to your account on Monday.",
@@ -208,12 +224,14 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     _s(
         "The warehouse is at 1600 Industrial Blvd., Building C.",
         "the warehouse is at sixteen hundred industrial boulevard building c",
-        "address", "abbreviation",
+        "address",
+        "abbreviation",
     ),
     _s(
         "Mr. Thompson asked us to ship it to 42 Oak St., Apt. 7.",
         "mister thompson asked us to ship it to forty two oak street apartment seven",
-        "address", "abbreviation",
+        "address",
+        "abbreviation",
     ),
     _s(
         "Keep the medicine below 40°F at all times.",
@@ -229,17 +247,20 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
         "Your subscription renews on January 1st for $9.99/mo.",
         "your subscription renews on january first for nine dollars and ninety nine cents "
         "per month",
-        "date", "money",
+        "date",
+        "money",
     ),
     _s(
         "The rebate covers 25% of the cost, up to $200.",
         "the rebate covers twenty five percent of the cost up to two hundred dollars",
-        "percent", "money",
+        "percent",
+        "money",
     ),
     _s(
         "Your PIN was changed at 11:59 PM on December 31st.",
         "your pin was changed at eleven fifty nine p m on december thirty first",
-        "time", "date",
+        "time",
+        "date",
     ),
     _s(
         "Your case ID is BK-4471-Z.",
@@ -249,7 +270,9 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     _s(
         "Ms. Alvarez can see you on Wednesday, April 9th at 1:15 PM.",
         "miz alvarez can see you on wednesday april ninth at one fifteen p m",
-        "abbreviation", "date", "time",
+        "abbreviation",
+        "date",
+        "time",
     ),
     _s(
         "Returns are accepted for 30 days after delivery.",
@@ -264,7 +287,8 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
     _s(
         "St. Mary's Hospital is at 300 Pine Ave.",
         "saint mary's hospital is at three hundred pine avenue",
-        "address", "abbreviation",
+        "address",
+        "abbreviation",
     ),
     _s(
         "After the $35.20 late fee, your balance is $1,012.65.",
@@ -281,12 +305,14 @@ CUSTOMER_SERVICE: tuple[ServiceSentence, ...] = (
         "For help, visit support.acme.com or call 1-888-420-3311.",
         "for help visit support dot acme dot com or call one eight eight eight four two zero "
         "three three one one",
-        "url", "phone",
+        "url",
+        "phone",
     ),
     _s(
         "We have served more than 12,000 customers since 1998.",
         "we have served more than twelve thousand customers since nineteen ninety eight",
-        "number", "date",
+        "number",
+        "date",
     ),
     _s(
         "Delivery usually takes 5-7 business days.",

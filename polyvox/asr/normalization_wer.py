@@ -62,10 +62,8 @@ from polyvox.asr.wer import CorpusErrors, UtteranceErrors, normalize_for_wer
 
 _DASHES = str.maketrans({"\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-",
                          "\u2014": "-", "\u2212": "-"})  # fmt: skip
-_TLDS = (
-    "com|org|net|edu|gov|io|co|us|uk|ca|ai|app|dev|info|biz|me|tv|ly|help|support|store|shop"
-)
-_WEB = re.compile(rf"(?:https?://)?(?:www\.)?(?:[a-z0-9-]+\.)+(?:{_TLDS})(?:/\S*)?", re.I)
+_TLDS = "com|org|net|edu|gov|io|co|us|uk|ca|ai|app|dev|info|biz|me|tv|ly|help|support|store|shop"
+_WEB = re.compile(rf"(?:https?://)?(?:www\.)?(?:[a-z0-9-]+\.)+(?:{_TLDS})(?:/\S*)?", re.IGNORECASE)
 _DOTTED_NAME = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*\.[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")
 _ADDRESS_SYMBOLS = {".": " dot ", "@": " at ", "/": " slash ", "-": " dash ", "_": " underscore ",
                     ":": " colon "}  # fmt: skip
@@ -73,7 +71,9 @@ _RUN = re.compile(r"\S+")
 _LEADING = "\"'(["
 _TRAILING = ".,;:!?)]}\"'"
 
-_POUNDS_OR_EUROS = re.compile(r"(?P<symbol>[€£])\s?(?P<whole>\d[\d,]*)(?:\.(?P<cents>\d{2}))?(?!\d)")
+_POUNDS_OR_EUROS = re.compile(
+    r"(?P<symbol>[€£])\s?(?P<whole>\d[\d,]*)(?:\.(?P<cents>\d{2}))?(?!\d)"
+)
 _NUMBER_SIGN = re.compile(r"#\s?(?=\d)")
 _UNITS = {
     "kg": "kilograms", "lb": "pounds", "lbs": "pounds", "oz": "ounces", "mph": "miles per hour",
@@ -93,16 +93,16 @@ _MERIDIEM_AHEAD = r"(?=\s?[AaPp]\.?\s?[Mm](?![A-Za-z]))"
 _ROUND_HOUR = re.compile(rf"(?<![\d.:])(?P<hour>\d{{1,2}}):00{_MERIDIEM_AHEAD}")
 _DOTTED_TIME = re.compile(rf"(?<![\d.:])(?P<hour>\d{{1,2}})\.(?P<minute>\d{{2}}){_MERIDIEM_AHEAD}")
 _LETTER_DIGIT = re.compile(
-    r"(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])(?!(?:st|nd|rd|th|s)(?![A-Za-z]))", re.I
+    r"(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])(?!(?:st|nd|rd|th|s)(?![A-Za-z]))", re.IGNORECASE
 )
 _OPTIONAL_AND = re.compile(
     r"\b(?P<currency>dollars?|euros?|pounds?)\s+and\s+(?=(?:[\w-]+\s+){0,4}?(?:cents?|pence|penny)\b)",
-    re.I,
+    re.IGNORECASE,
 )
 
 
 def _say_address(run: str) -> str:
-    run = re.sub(r"^https?://", "", run, flags=re.I)
+    run = re.sub(r"^https?://", "", run, flags=re.IGNORECASE)
     return "".join(_ADDRESS_SYMBOLS.get(char, char) for char in run)
 
 
@@ -135,8 +135,10 @@ def _say_pounds_or_euros(match: re.Match[str]) -> str:
     unit = ("pound" if is_pound else "euro") + ("" if whole == "1" else "s")
     words = f"{whole} {unit}"
     if cents and int(cents):
-        subunit = ("penny" if cents == "01" else "pence") if is_pound else (
-            "cent" if cents == "01" else "cents"
+        subunit = (
+            ("penny" if cents == "01" else "pence")
+            if is_pound
+            else ("cent" if cents == "01" else "cents")
         )
         words += f" {cents} {subunit}"
     return words
@@ -200,7 +202,9 @@ def _integer_readings(written: str, previous_word: str) -> list[str]:
     if "0" in written and len(written) > 1:
         readings.append(spell.digits(written).replace("zero", "oh"))
     if len(written) == 3:  # "two twenty one", "three oh five"
-        readings.append(f"{spell.DIGIT_WORDS[int(written[0])]} {spell.clock_minutes(int(written[1:]))}")
+        readings.append(
+            f"{spell.DIGIT_WORDS[int(written[0])]} {spell.clock_minutes(int(written[1:]))}"
+        )
     if len(written) == 4 and written[0] != "0":
         readings.append(spell.year(value))
         high, low = divmod(value, 100)
@@ -401,10 +405,10 @@ def format_report(results: Sequence[SentenceResult]) -> str:
     lines = [
         "| normalization | edits / reference words | corpus WER |",
         "|---|---|---|",
-        f"| off (written text to Piper) | {off.num_edits} / {off.num_reference_words} | "
-        f"{off.wer:.4f} |",
-        f"| on (normalizer output to Piper) | {on.num_edits} / {on.num_reference_words} | "
-        f"{on.wer:.4f} |",
+        f"| off (written text to Piper) | {off.num_edits} / {off.num_reference_words} "
+        + f"| {off.wer:.4f} |",
+        f"| on (normalizer output to Piper) | {on.num_edits} / {on.num_reference_words} "
+        + f"| {on.wer:.4f} |",
         "",
         f"Relative reduction: {reduction(off.wer, on.wer):.1%} (target: at least 40%).",
         "",
@@ -420,7 +424,7 @@ def format_report(results: Sequence[SentenceResult]) -> str:
     lines += [
         "",
         "Per sentence (S/D/I = substitutions / deletions / insertions against the spoken "
-        "reference):",
+        + "reference):",
         "",
         "| # | written | heard, off | S/D/I off | given to Piper, on | heard, on | S/D/I on |",
         "|---|---|---|---|---|---|---|",

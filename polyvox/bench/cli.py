@@ -1,0 +1,183 @@
+"""`polyvox bench`: the in-process benchmark (see ../shared/BENCHMARKS.md).
+
+Every figure is measured in one run: the modes, the concurrencies and the pocket-tts
+baseline share the process, the model object and the weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from polyvox.bench.metrics import is_within_capacity, summarize
+from polyvox.config import EngineConfig
+
+
+def add_bench_parser(commands: Any) -> None:
+    bench = commands.add_parser("bench", help="benchmark the engine in-process")
+    bench.add_argument("--model", default="pocket/english")
+    bench.add_argument("--weights")
+    bench.add_argument("--modes", default="sequential,interleaved,batched")
+    bench.add_argument("--concurrency", default="1,4,16,32")
+    bench.add_argument("--requests", type=int, default=2, help="requests per client")
+    bench.add_argument("--rate", type=float, help="open loop: arrivals per second")
+    bench.add_argument("--duration", type=float, default=30.0, help="open loop: seconds")
+    bench.add_argument("--burstiness", type=float, default=1.0)
+    bench.add_argument("--baseline", choices=["pocket-tts"], help="also run the reference loop")
+    bench.add_argument("--capacity", action="store_true", help="search real-time capacity")
+    bench.add_argument("--threads", type=int, default=2)
+    bench.add_argument("--ttfa-slo-ms", type=float, default=500.0)
+    bench.add_argument("--first-chunk-frames", type=int, default=1)
+    bench.add_argument("--chunk-frames", type=int, default=4)
+    bench.add_argument("--max-running", type=int, default=64)
+    bench.add_argument("--json", dest="json_path")
+    bench.add_argument("--plot")
+    bench.add_argument("--seed", type=int, default=0)
+    bench.set_defaults(func=run_bench)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    import torch
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from polyvox.bench import physics, report
+    from polyvox.bench.driver import PocketBaseline, baseline_run, closed_loop, open_loop
+    from polyvox.bench.texts import pick_texts
+    from polyvox.models.registry import load_model
+    from polyvox.serving import serve_family
+
+    console = Console()
+    if args.plot:
+        report.require_matplotlib()
+    torch.set_num_threads(args.threads)
+    console.print(f"measuring this machine's matmul ceiling on {args.threads} threads ...")
+    ceilings = physics.measure_ceilings(args.threads, repeats=3)
+    family = load_model(args.model, weights=args.weights, seed=args.seed)
+    flops = None
+    if hasattr(family, "config"):
+        flops = physics.pocket_flops_per_audio_second(family.config)["total"]
+    pool = pick_texts(500, seed=args.seed)
+
+    def texts(index: int) -> str:
+        return pool[index % len(pool)]
+
+    def engine_config(mode: str) -> EngineConfig:
+        return EngineConfig(schedule=mode, first_chunk_frames=args.first_chunk_frames,
+                            chunk_frames=args.chunk_frames, max_running=args.max_running,
+                            num_decoder_slots=max(args.max_running, 64))
+
+    def row_for(records: list[Any], wall: float, mode: str, concurrency: int) -> dict[str, Any]:
+        return summarize(records, wall, mode, concurrency, args.ttfa_slo_ms, flops,
+                         ceilings.matmul_gflops)
+
+    modes = [m for m in args.modes.split(",") if m]
+    concurrencies = _ints(args.concurrency)
+    rows: list[dict[str, Any]] = []
+    all_records: list[Any] = []
+    capacity: int | None = None
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("benchmark", total=len(modes) * len(concurrencies))
+        for mode in modes:
+            served = serve_family(args.model, family, engine_config(mode))
+            served.start()
+
+            async def run_mode(served: Any = served, mode: str = mode) -> None:
+                nonlocal capacity
+                await closed_loop(served, texts, 1, 1, f"warmup-{mode}")
+                for concurrency in concurrencies:
+                    progress.update(task, description=f"{mode} c={concurrency}")
+                    records, wall = await closed_loop(served, texts, concurrency,
+                                                      args.requests, mode)
+                    rows.append(row_for(records, wall, mode, concurrency))
+                    all_records.extend(records)
+                    progress.advance(task)
+                if args.rate:
+                    records, wall = await open_loop(served, texts, args.rate, args.duration,
+                                                    mode, args.seed, args.burstiness)
+                    rows.append(row_for(records, wall, mode, 0) | {"rate": args.rate})
+                    all_records.extend(records)
+                if args.capacity and mode == "batched":
+                    capacity = await _capacity(served, texts, args, row_for)
+
+            asyncio.run(run_mode())
+            served.stop()
+    if args.baseline == "pocket-tts":
+        with tempfile.TemporaryDirectory() as workdir:
+            baseline = PocketBaseline(family, Path(workdir))
+            baseline_run(baseline, texts, 1, 1, "warmup-pocket-tts")
+            for concurrency in concurrencies:
+                console.print(f"pocket-tts baseline c={concurrency} ...")
+                records, wall = baseline_run(baseline, texts, concurrency, args.requests,
+                                             "pocket-tts")
+                rows.append(row_for(records, wall, "pocket-tts", concurrency))
+                all_records.extend(records)
+    report.print_table(rows, title=f"polyvox bench {args.model} ({args.threads} threads)",
+                       console=console)
+    ratios = _ratios(rows)
+    for name, value in ratios.items():
+        console.print(f"{name}: {value:.2f}")
+    limit = physics.realtime_stream_limit(flops, ceilings.matmul_gflops) if flops else None
+    if capacity is not None:
+        console.print(f"real-time capacity: {capacity} streams"
+                      + (f" (physical limit ~{limit:.0f})" if limit else ""))
+    payload = {
+        "model": args.model, "threads": args.threads, "machine": ceilings.to_dict(),
+        "flops_per_audio_second": flops, "physical_stream_limit": limit,
+        "rows": rows, "ratios": ratios, "capacity": capacity,
+    }
+    if args.json_path:
+        report.write_json(args.json_path, payload)
+    if args.plot:
+        report.plot(rows, args.plot, all_records)
+    return 0
+
+
+async def _capacity(served: Any, texts: Any, args: argparse.Namespace, row_for: Any) -> int:
+    """Largest concurrency with every stream viable and TTFA p90 <= 3x single-stream."""
+    from polyvox.bench.driver import closed_loop
+
+    async def passes(concurrency: int, reference: float) -> bool:
+        records, wall = await closed_loop(served, texts, concurrency, args.requests, "capacity")
+        return is_within_capacity(row_for(records, wall, "capacity", concurrency), reference)
+
+    records, wall = await closed_loop(served, texts, 1, args.requests, "capacity")
+    reference = row_for(records, wall, "capacity", 1)["ttfa_p50_ms"]
+    good, bad = 1, None
+    while bad is None:
+        trial = good * 2
+        if await passes(trial, reference):
+            good = trial
+        else:
+            bad = trial
+        if good >= 256:
+            return good
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if await passes(middle, reference):
+            good = middle
+        else:
+            bad = middle
+    return good
+
+
+def _ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Audio-throughput ratios of batched against the other modes at equal concurrency."""
+    by = {(row["mode"], row["concurrency"]): row for row in rows}
+    ratios: dict[str, float] = {}
+    for (mode, concurrency), row in by.items():
+        if mode != "batched" or concurrency == 0:
+            continue
+        for other in ("sequential", "interleaved", "pocket-tts"):
+            base = by.get((other, concurrency))
+            if base and base["audio_throughput"]:
+                ratios[f"batched/{other} audio throughput at c={concurrency}"] = (
+                    row["audio_throughput"] / base["audio_throughput"])
+    return ratios

@@ -1,0 +1,148 @@
+"""The FastAPI app: routes, error handling, and the model's life (loaded in the background
+at startup, so /health answers at once and /ready says when requests will be taken).
+
+    GET  /health                 alive (never needs the API key)
+    GET  /ready                  200 once the model is loaded, 503 before and at shutdown
+    GET  /v1/models              the served model and the OpenAI names that mean it
+    POST /v1/audio/speech        speech.py
+    WS   /v1/audio/stream        websocket.py
+    GET|POST|DELETE /v1/voices   voices.py
+    GET  /metrics                Prometheus metrics
+    GET  /debug/state            engine pools (only with debug_state)
+    GET  /                       page.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from polyvox.server import page, speech, voices, websocket
+from polyvox.server.auth import require_api_key
+from polyvox.server.catalog import OPENAI_MODELS
+from polyvox.server.config import ServerConfig
+from polyvox.server.errors import APIError, install_error_handlers
+from polyvox.server.metrics import engine_state
+from polyvox.server.state import ServerState
+from polyvox.server.voice_store import VoiceStore
+from polyvox.serving import Served, load_served
+
+log = logging.getLogger(__name__)
+
+
+def create_app(config: ServerConfig, on_ready: Callable[[Served], None] | None = None,
+               on_fatal: Callable[[str], None] | None = None) -> FastAPI:
+    """`on_ready` runs once the model is loaded; `on_fatal` when it cannot be (the CLI
+    stops the server then)."""
+    state = ServerState(config)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loading = asyncio.create_task(_load(state, on_ready, on_fatal))
+        try:
+            yield
+        finally:
+            state.admission.is_ready = False
+            loading.cancel()
+            await asyncio.gather(loading, return_exceptions=True)
+            if state.loaded is not None:
+                await asyncio.to_thread(state.loaded.stop)
+
+    # NOTE: no /docs or /openapi.json: they would be open without the key; see docs/.
+    app = FastAPI(title="polyvox", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.state.polyvox = state
+    install_error_handlers(app)
+    app.include_router(_service_router(config))
+    app.include_router(speech.router)
+    app.include_router(websocket.router)
+    app.include_router(voices.router)
+    app.include_router(page.router)
+    return app
+
+
+async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
+                on_fatal: Callable[[str], None] | None) -> None:
+    config = state.config
+    try:
+        served = await asyncio.to_thread(
+            load_served, config.model, weights=config.weights, tokenizer=config.tokenizer,
+            config=config.engine, device=config.device, seed=config.seed)
+        served.start()
+        state.loaded = served
+        state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,
+                                  config.min_voice_seconds)
+        await state.voices.load()
+    except Exception as error:  # noqa: BLE001 - reported, and the server stops
+        state.load_error = f"cannot load model {config.model!r}: {error}"
+        log.error("%s", state.load_error)
+        if on_fatal is not None:
+            on_fatal(state.load_error)
+        return
+    state.admission.is_ready = True
+    if on_ready is not None:
+        on_ready(served)
+
+
+def _service_router(config: ServerConfig) -> APIRouter:
+    router = APIRouter()
+    protected = [Depends(require_api_key)]
+
+    @router.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get("/ready", dependencies=protected)
+    async def ready(request: Request) -> JSONResponse:
+        state: ServerState = request.app.state.polyvox
+        served = state.served  # 503 with Retry-After until ready
+        return JSONResponse({"status": "ready", "model": served.name,
+                             "sample_rate": served.sample_rate})
+
+    @router.get("/v1/models", dependencies=protected)
+    async def list_models(request: Request) -> dict[str, Any]:
+        served = request.app.state.polyvox.served
+        return {"object": "list", "data": [_model(name, served.name)
+                                           for name in (served.name, *OPENAI_MODELS)]}
+
+    @router.get("/v1/models/{model_id:path}", dependencies=protected)
+    async def get_model(model_id: str, request: Request) -> dict[str, Any]:
+        served = request.app.state.polyvox.served
+        if model_id not in (served.name, *OPENAI_MODELS):
+            raise APIError(404, f"no model {model_id!r}: this server serves {served.name!r}",
+                           param="model", code="model_not_found")
+        return _model(model_id, served.name)
+
+    @router.get("/metrics", dependencies=protected)
+    async def metrics(request: Request) -> Response:
+        state: ServerState = request.app.state.polyvox
+        if state.loaded is not None and state.admission.is_ready:
+            engine = state.loaded.engine
+            state.metrics.set_engine_state(
+                await state.loaded.runtime.call(lambda: engine_state(engine)))
+        return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    if config.debug_state:
+        @router.get("/debug/state", dependencies=protected)
+        async def debug_state(request: Request) -> dict[str, Any]:
+            state: ServerState = request.app.state.polyvox
+            engine = state.served.engine
+            snapshot = await state.served.runtime.call(lambda: engine_state(engine))
+            return {**snapshot, "admission_running": state.admission.num_running,
+                    "admission_queued": state.admission.num_queued}
+
+    return router
+
+
+def _model(name: str, served_name: str) -> dict[str, Any]:
+    model: dict[str, Any] = {"id": name, "object": "model", "created": 0, "owned_by": "polyvox"}
+    if name != served_name:
+        model["alias_of"] = served_name
+    return model

@@ -1,0 +1,321 @@
+"""WS /v1/audio/stream: text in as it is written, audio out as it is made.
+
+Client -> server, JSON text messages: `configure` (first, once), `text` (any number),
+`flush` (end the current utterance), `end` (end the session). Server -> client: JSON
+events (`configured`, `audio.start`, `utterance.done`, `done`, `error`) and binary frames
+holding the audio of the current utterance in the configured format. The protocol is
+documented in docs/websocket.md.
+
+Utterances are spoken one after the other. Each holds an admission turn from its first
+text to its last audio; its text goes to the engine as it arrives, so the first clause
+is spoken while later text is still being written. A malformed or out-of-order message
+gets an `error` event and the session closes (1008); whatever it was generating is
+aborted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, WebSocket
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from polyvox.engine.engine import EngineError
+from polyvox.server.auth import websocket_is_authorized
+from polyvox.server.catalog import resolve_model, resolve_voice
+from polyvox.server.encoders import MAX_RATE, MIN_RATE, Encoder, format_error, output_rate
+from polyvox.server.errors import APIError, error_body, validation_error
+from polyvox.server.state import ServerState
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+SUBPROTOCOL = "polyvox"
+CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_POLICY = 1000, 1001, 1008
+CLOSE_INTERNAL, CLOSE_TRY_LATER = 1011, 1013
+_session_ids = itertools.count(1)
+
+
+class Configure(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["configure"]
+    model: str | None = None
+    voice: str | dict[str, Any] = "default"
+    format: str = "pcm"
+    sample_rate: int | None = Field(None, ge=MIN_RATE, le=MAX_RATE)
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+    temperature: float | None = Field(None, ge=0.0, le=10.0)
+    speed: float = Field(1.0, ge=0.25, le=4.0)
+
+
+class TextDelta(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text"]
+    text: str
+
+
+class ProtocolError(Exception):
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.param = message, param
+
+
+class Utterance:
+    """One utterance's text as it arrives (None ends it)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.first_text_at = time.monotonic()
+        self.num_chars = 0
+        self._pieces: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def add(self, text: str) -> None:
+        self.num_chars += len(text)
+        self._pieces.put_nowait(text)
+
+    def end(self) -> None:
+        self._pieces.put_nowait(None)
+
+    async def pieces(self) -> AsyncIterator[str]:
+        while (piece := await self._pieces.get()) is not None:
+            yield piece
+
+
+@router.websocket("/v1/audio/stream")
+async def audio_stream(websocket: WebSocket) -> None:
+    state: ServerState = websocket.app.state.polyvox
+    if not websocket_is_authorized(websocket, state.config.api_key):
+        await websocket.close(code=CLOSE_POLICY, reason="missing or invalid API key")
+        return
+    offered = websocket.scope.get("subprotocols", [])
+    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+    await Session(websocket, state).run()
+
+
+class Session:
+    def __init__(self, websocket: WebSocket, state: ServerState) -> None:
+        self.websocket, self.state = websocket, state
+        self.session_id = f"ws-{next(_session_ids)}"
+        self.settings: Configure | None = None
+        self.voice = ""
+        self.params: Any = None
+        self.current: Utterance | None = None  # the utterance receiving text
+        self.num_utterances = 0
+        self.queue: asyncio.Queue[Utterance | None] = asyncio.Queue()
+        self.speaker: asyncio.Task[None] | None = None
+        self.is_closed = False
+        self._send_lock = asyncio.Lock()
+
+    async def run(self) -> None:
+        self.speaker = asyncio.create_task(self._speak_all())
+        try:
+            await self._receive_all()
+        except ProtocolError as error:
+            self.state.metrics.bad_requests.labels("websocket").inc()
+            await self.fail(error.message, CLOSE_POLICY, param=error.param)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            if not self.speaker.done():
+                self.speaker.cancel()
+            await asyncio.gather(self.speaker, return_exceptions=True)
+
+    # --- receiving -----------------------------------------------------------------------
+
+    async def _receive_all(self) -> None:
+        idle = self.state.config.ws_idle_seconds
+        while not self.is_closed:
+            try:
+                message = await asyncio.wait_for(self.websocket.receive(), timeout=idle)
+            except TimeoutError:
+                if self.current is None and self.queue.empty() and not self._is_speaking:
+                    await self.close(CLOSE_GOING_AWAY, f"no message for {idle:g} s")
+                    return
+                continue
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("text") is None:
+                raise ProtocolError("binary frames carry audio from the server only: send "
+                                    "JSON text messages")
+            if await self._handle(_parse(message["text"])):
+                return
+
+    @property
+    def _is_speaking(self) -> bool:
+        return self.speaker is not None and not self.speaker.done() and self.num_utterances > 0
+
+    async def _handle(self, message: dict[str, Any]) -> bool:
+        """Act on one message; True when the session is over."""
+        kind = message.get("type")
+        if kind == "configure":
+            await self._configure(message)
+            return False
+        if kind not in ("text", "flush", "end"):
+            raise ProtocolError(f"unknown message type {kind!r}: use configure, text, flush "
+                                "or end", param="type")
+        if self.settings is None:
+            raise ProtocolError(f"{kind!r} before 'configure': configure the session first")
+        if kind == "text":
+            self._add_text(_validated(message, TextDelta).text)
+        elif kind == "flush":
+            self._end_utterance()
+        else:
+            self._end_utterance()
+            await self.queue.put(None)
+            assert self.speaker is not None
+            await asyncio.gather(self.speaker, return_exceptions=True)
+            if not self.is_closed:
+                await self.send({"type": "done", "utterances": self.num_utterances})
+                await self.close(CLOSE_NORMAL, "done")
+            return True
+        return False
+
+    async def _configure(self, message: dict[str, Any]) -> None:
+        if self.settings is not None:
+            raise ProtocolError("the session is already configured: 'configure' comes once, "
+                                "first")
+        settings = _validated(message, Configure)
+        try:
+            served = self.state.served
+            if settings.model is not None:
+                resolve_model(settings.model, served.name)
+            self.voice = resolve_voice(settings.voice, served.voice_names())
+            problem = format_error(settings.format)
+            if problem:
+                raise APIError(400, problem, param="format")
+            self.params = self.state.params(settings.seed, settings.temperature,
+                                            settings.speed)
+        except APIError as error:
+            raise ProtocolError(error.message, error.param) from None
+        self.settings = settings
+        await self.send({"type": "configured", "session": self.session_id, "model": served.name,
+                         "voice": self.voice, "format": settings.format,
+                         "sample_rate": output_rate(settings.format, served.sample_rate,
+                                                    settings.sample_rate)})
+
+    def _add_text(self, text: str) -> None:
+        if self.current is None:
+            self.current = Utterance(self.num_utterances)
+            self.num_utterances += 1
+            self.queue.put_nowait(self.current)
+        limit = self.state.config.max_stream_chars
+        if self.current.num_chars + len(text) > limit:
+            raise ProtocolError(f"utterance {self.current.index} is over the limit of {limit} "
+                                "characters: send 'flush' to end utterances sooner", "text")
+        self.current.add(text)
+
+    def _end_utterance(self) -> None:
+        if self.current is not None:
+            self.current.end()
+            self.current = None
+
+    # --- speaking ------------------------------------------------------------------------
+
+    async def _speak_all(self) -> None:
+        while (utterance := await self.queue.get()) is not None:
+            if not await self._speak(utterance):
+                return
+
+    async def _speak(self, utterance: Utterance) -> bool:
+        """Generate and send one utterance; False when the session cannot go on."""
+        assert self.settings is not None
+        try:
+            ticket = await self.state.admit()
+        except APIError as error:
+            await self.fail(error.message, CLOSE_TRY_LATER, code=error.code,
+                            retry_after=error.headers.get("Retry-After"))
+            return False
+        served = self.state.served
+        encoder = Encoder(self.settings.format, served.sample_rate, self.settings.sample_rate)
+        stream = self.state.start(utterance.pieces(), self.voice, self.params, ticket,
+                                  "websocket", utterance.first_text_at)
+        started = False
+        try:
+            while (samples := await stream.next()) is not None:
+                if stream.first_audio_at is not None and not started:
+                    started = True
+                    ttfa = stream.first_audio_at - utterance.first_text_at
+                    await self.send({"type": "audio.start", "utterance": utterance.index,
+                                     "ttfa_ms": round(1000 * ttfa, 1)})
+                data = encoder.encode(samples)
+                if data:
+                    await self.send_bytes(data)
+            tail = encoder.finish()
+            if tail:
+                await self.send_bytes(tail)
+            await self.send({"type": "utterance.done", "utterance": utterance.index,
+                             "audio_seconds": round(encoder.num_samples / encoder.sample_rate,
+                                                    3)})
+            return True
+        except EngineError as error:
+            log.warning("websocket utterance failed: %s", error)
+            await self.fail(f"generation failed: {error}", CLOSE_INTERNAL, kind="server_error")
+            return False
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            return False  # the client is gone
+        finally:
+            await stream.close()
+
+    # --- sending -------------------------------------------------------------------------
+
+    async def send(self, event: dict[str, Any]) -> None:
+        async with self._send_lock:
+            if not self.is_closed:
+                await self.websocket.send_text(json.dumps(event))
+
+    async def send_bytes(self, data: bytes) -> None:
+        async with self._send_lock:
+            if not self.is_closed:
+                await self.websocket.send_bytes(data)
+
+    async def fail(self, message: str, close_code: int, param: str | None = None,
+                   code: str | None = None, kind: str = "invalid_request_error",
+                   retry_after: str | None = None) -> None:
+        event: dict[str, Any] = {"type": "error", **error_body(message, kind, param, code)}
+        if retry_after is not None:
+            event["retry_after"] = int(retry_after)
+        try:
+            await self.send(event)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass
+        await self.close(close_code, message)
+
+    async def close(self, code: int, reason: str) -> None:
+        async with self._send_lock:
+            if self.is_closed:
+                return
+            self.is_closed = True
+            if self.websocket.application_state is WebSocketState.CONNECTED:
+                try:
+                    # NOTE: a close reason is at most 123 bytes of UTF-8.
+                    short = reason.encode()[:123].decode(errors="ignore")
+                    await self.websocket.close(code=code, reason=short)
+                except (RuntimeError, OSError):
+                    pass
+
+
+def _parse(text: str) -> dict[str, Any]:
+    try:
+        message = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ProtocolError(f"malformed JSON at line {error.lineno} column {error.colno}: "
+                            f"{error.msg}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("each message must be a JSON object with a 'type'")
+    return message
+
+
+def _validated(message: dict[str, Any], model: type[Any]) -> Any:
+    try:
+        return model.model_validate(message)
+    except ValidationError as error:
+        problem = validation_error(list(error.errors()))
+        raise ProtocolError(problem.message, problem.param) from None
