@@ -63,7 +63,7 @@ class Request:
     # --- text ---
     pending_clauses: deque[str] = field(default_factory=deque)
     text_complete: bool = True
-    splitter: Any = None  # ClauseSplitter for text that arrives in pieces
+    splitter: Any = None  # TextPipeline: normalization + clause splitting
     clause: Clause | None = None
     # --- KV ---
     table: BlockTable = field(default_factory=BlockTable)

@@ -1,6 +1,6 @@
 """Does text normalization make a voice say customer-service text right? Measure it.
 
-    python -m polyvox.asr.normalization_wer [voice.onnx] [--json results.json]
+    python -m polyvox.asr.normalization_wer [voice.onnx] [--json results.json] [--seed 0]
 
 Each sentence of `CUSTOMER_SERVICE` is synthesized twice with a Piper voice (the bundled
 joe voice by default, seed 0): with normalization off (the written text goes to Piper,
@@ -444,6 +444,7 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("voice", nargs="?", help="a Piper voice.onnx (default: bundled joe)")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--threads", type=int, default=2, help="whisper CPU threads")
+    parser.add_argument("--seed", type=int, default=0, help="Piper noise seed")
     args = parser.parse_args(argv)
 
     from polyvox.asr.transcribe import Transcriber
@@ -456,7 +457,7 @@ def main(argv: Sequence[str]) -> None:
     normalizer = make_normalizer("en")
     load_s = time.perf_counter() - start
     results, timings = measure(
-        lambda text: model.synthesize(text, seed=0),
+        lambda text: model.synthesize(text, seed=args.seed),
         model.sample_rate,
         transcriber.transcribe,  # type: ignore[arg-type]
         normalizer.normalize,

@@ -97,7 +97,8 @@ class AsyncEngine:
     # --- requests --------------------------------------------------------------------------
 
     async def generate(self, text: str | AsyncIterator[str], voice: str, params: Any,
-                       request_id: str | None = None) -> AsyncIterator[AudioChunk]:
+                       request_id: str | None = None,
+                       normalize: bool = True) -> AsyncIterator[AudioChunk]:
         """Audio chunks of one request, as they are decoded. Raises EngineError before the
         first chunk if the engine refuses the request, and at the end if it failed."""
         chunks: asyncio.Queue[AudioChunk] = asyncio.Queue()
@@ -106,7 +107,8 @@ class AsyncEngine:
 
         def add() -> str:
             request = self.engine.add_request("" if streamed else text, voice, params,  # type: ignore[arg-type]
-                                              request_id, text_complete=not streamed)
+                                              request_id, text_complete=not streamed,
+                                              normalize=normalize)
             self._streams[request.request_id] = (loop, chunks)
             return request.request_id
 

@@ -22,7 +22,8 @@ from polyvox.engine.runner import DecodeItem, Runner
 from polyvox.engine.scheduler import Scheduler
 from polyvox.models.base import ModelFamily
 from polyvox.request import AudioChunk, Request, Status
-from polyvox.text.clauses import ClauseSplitter
+from polyvox.text.normalize import make_normalizer
+from polyvox.text.pipeline import TextPipeline
 
 MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored on a clause's first frames (pocket-tts' rule)
 
@@ -92,8 +93,9 @@ class Engine:
     # --- requests ----------------------------------------------------------------------------
 
     def add_request(self, text: str, voice: str, params: Any, request_id: str | None = None,
-                    text_complete: bool = True) -> Request:
-        """Queue a request. With text_complete=False more text follows via add_text()."""
+                    text_complete: bool = True, normalize: bool = True) -> Request:
+        """Queue a request. With text_complete=False more text follows via add_text().
+        `normalize` reads numbers, dates, codes, emails, ... as words (English)."""
         if voice not in self.voices:
             raise EngineError(f"unknown voice {voice!r}; registered: {sorted(self.voices)}")
         if len(self.scheduler.waiting) >= self.config.max_queued:
@@ -104,11 +106,14 @@ class Engine:
         request = Request(request_id, self.voices[voice], params, text_complete=text_complete)
         request.generator.manual_seed(params.seed)
         if text_complete and self.config.chaining == "pocket":
-            request.pending_clauses.extend(
-                self.family.split_like_reference(text, self.config.max_clause_tokens))
+            if normalize:
+                text = make_normalizer("en").normalize(text)
+            if text.strip():
+                request.pending_clauses.extend(
+                    self.family.split_like_reference(text, self.config.max_clause_tokens))
         else:
-            request.splitter = ClauseSplitter(self.family.count_tokens,
-                                              self.config.max_clause_tokens)
+            request.splitter = TextPipeline(self.family.count_tokens,
+                                            self.config.max_clause_tokens, normalize)
             request.pending_clauses.extend(request.splitter.feed(text))
             if text_complete:
                 request.pending_clauses.extend(request.splitter.flush())

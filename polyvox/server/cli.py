@@ -1,0 +1,127 @@
+"""`polyvox serve` (also `python -m polyvox.server`): run the HTTP/WebSocket server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+API_KEY_ENV = "POLYVOX_API_KEY"
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "polyvox"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from polyvox.config import SCHEDULES
+    from polyvox.models.registry import DEFAULT_MODEL
+
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", default=DEFAULT_MODEL, help=f"default {DEFAULT_MODEL}")
+    model.add_argument("--weights", help="checkpoint file, directory or cached HF repo id")
+    model.add_argument("--tokenizer", help="tokenizer file (when not next to the weights)")
+    model.add_argument("--device", default="cpu")
+    model.add_argument("--seed", type=int, default=0, help="seed of random weights")
+    model.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    net = parser.add_argument_group("network")
+    net.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine "
+                     "only); 0.0.0.0 listens on every interface")
+    net.add_argument("--port", type=int, default=8000)
+    net.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),
+                     help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
+    net.add_argument("--data-dir", type=Path, default=default_data_dir(),
+                     help="where added voices are kept (default %(default)s)")
+    net.add_argument("--log-level", default="info",
+                     choices=["critical", "error", "warning", "info", "debug"])
+    net.add_argument("--access-log", action="store_true", help="log every request")
+    engine = parser.add_argument_group("engine")
+    engine.add_argument("--schedule", default="batched", choices=SCHEDULES)
+    engine.add_argument("--max-running", type=int, default=64,
+                        help="streams the engine batches (and decoder slots)")
+    engine.add_argument("--kv-memory-mb", type=float, default=512.0)
+    limits = parser.add_argument_group("admission and limits")
+    limits.add_argument("--max-streams", type=int, default=None,
+                        help="streams generating at once (default: --max-running)")
+    limits.add_argument("--max-queued", type=int, default=64,
+                        help="requests waiting for a turn; more get 429")
+    limits.add_argument("--max-wait", type=float, default=10.0,
+                        help="seconds: a request whose estimated wait is longer gets 429")
+    limits.add_argument("--max-input-chars", type=int, default=4096)
+    limits.add_argument("--max-voice-mb", type=float, default=10.0)
+    limits.add_argument("--max-voice-seconds", type=float, default=30.0)
+    limits.add_argument("--ws-idle-seconds", type=float, default=300.0)
+    limits.add_argument("--debug-state", action="store_true",
+                        help="expose GET /debug/state (engine pools; for tests)")
+
+
+def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `serve` to the polyvox command's subparsers."""
+    parser = subparsers.add_parser("serve", help="run the streaming speech server",
+                                   description=__doc__)
+    add_arguments(parser)
+    parser.set_defaults(func=serve)
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    from polyvox.config import EngineConfig
+    from polyvox.server.config import MiB, ServerConfig
+
+    engine = EngineConfig(schedule=args.schedule, max_running=args.max_running,
+                          kv_memory_mb=args.kv_memory_mb)
+    return ServerConfig(
+        model=args.model, engine=engine, weights=args.weights, tokenizer=args.tokenizer,
+        device=args.device, seed=args.seed, data_dir=args.data_dir, api_key=args.api_key,
+        max_streams=args.max_streams or args.max_running, max_queued=args.max_queued,
+        max_wait_seconds=args.max_wait, max_input_chars=args.max_input_chars,
+        max_voice_bytes=int(args.max_voice_mb * MiB), max_voice_seconds=args.max_voice_seconds,
+        ws_idle_seconds=args.ws_idle_seconds, debug_state=args.debug_state)
+
+
+def serve(args: argparse.Namespace) -> int:
+    import torch
+    import uvicorn
+
+    from polyvox.server.app import create_app
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = config_from_args(args)
+    failure: list[str] = []
+    server: uvicorn.Server | None = None
+
+    def on_fatal(message: str) -> None:
+        failure.append(message)
+        if server is not None:
+            server.should_exit = True
+
+    def on_ready(served: Any) -> None:
+        if getattr(served.family, "is_random", False):
+            print(f"note: no weights found for {served.name}: it runs with random weights, so "
+                  "the audio is noise (pass --weights)", file=sys.stderr, flush=True)
+        print(_how_to_call(args, served.name), flush=True)
+
+    app = create_app(config, on_ready=on_ready, on_fatal=on_fatal)
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=args.host, port=args.port, log_level=args.log_level,
+        access_log=args.access_log, ws_max_size=2**20, timeout_graceful_shutdown=5))
+    server.run()
+    if failure:
+        print(f"error: {failure[0]}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _how_to_call(args: argparse.Namespace, model: str) -> str:
+    host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+    url = f"http://{host}:{args.port}"
+    auth = ' -H "Authorization: Bearer $POLYVOX_API_KEY"' if args.api_key else ""
+    return (f"polyvox: serving {model} at {url} (try it in a browser: {url}/)\n"
+            f"  curl -s {url}/v1/audio/speech{auth} -H 'Content-Type: application/json' \\\n"
+            f"    -d '{{\"model\": \"tts-1\", \"input\": \"Hello there.\", \"voice\": \"alloy\", "
+            f"\"response_format\": \"wav\"}}' -o hello.wav")

@@ -1,0 +1,60 @@
+"""Text that arrives in pieces, and normalization on the way in."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from conftest import make_engine, params, rel_error
+
+from polyvox.engine.engine import run_to_completion
+
+TEXT = ("Your balance is $1,249.50 as of 02/17/2024. Call 555-123-4567, ext. 89, "
+        "or write to j.smith@example.com before 3:45 PM. Thanks for calling!")
+
+
+def test_text_in_pieces_equals_text_whole(model, voice) -> None:
+    whole = make_engine(model, voice)
+    whole.add_request(TEXT, "chirp", params(3), request_id="whole")
+    expected = run_to_completion(whole)["whole"]
+
+    rng = random.Random(7)
+    cuts = sorted(rng.sample(range(1, len(TEXT)), 25))
+    pieces = [TEXT[a:b] for a, b in zip([0, *cuts], [*cuts, len(TEXT)])]
+    engine = make_engine(model, voice)
+    engine.add_request("", "chirp", params(3), request_id="streamed", text_complete=False)
+    audio: list[torch.Tensor] = []
+    first_audio_before_end = False
+    for piece in pieces:
+        engine.add_text("streamed", piece)
+        for _ in range(3):
+            for chunk in engine.step():
+                audio.append(chunk.samples)
+                first_audio_before_end |= chunk.samples.numel() > 0
+    engine.finish_text("streamed")
+    audio += list(run_to_completion(engine).values())
+    assert first_audio_before_end, "audio must start before the text ends"
+    assert rel_error(torch.cat(audio), expected) <= 1e-4
+
+
+def test_normalization_reads_numbers_as_words(model) -> None:
+    engine = make_engine(model)
+    spoken = engine.add_request("I owe $5 on 3/4.", "default", params(0), request_id="on")
+    raw = engine.add_request("I owe $5 on 3/4.", "default", params(0), request_id="off",
+                             normalize=False)
+    assert "five dollars" in " ".join(spoken.pending_clauses)
+    assert "$5" in " ".join(raw.pending_clauses)
+    run_to_completion(engine)
+    assert engine.is_idle()
+
+
+def test_empty_and_symbol_only_text_is_refused(model) -> None:
+    import pytest
+
+    from polyvox.engine.engine import EngineError
+
+    engine = make_engine(model)
+    for text in ["", "   ", "\n\t"]:
+        with pytest.raises(EngineError, match="empty"):
+            engine.add_request(text, "default", params(0))
+    assert engine.is_idle()
