@@ -10,6 +10,7 @@ This is what the HTTP server, the benchmarks and the CLI build on:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ class Served:
     runtime: AsyncEngine
     supports_voice_cloning: bool
     builtin_voices: set[str] = field(default_factory=set)
+    param_overrides: dict[str, Any] = field(default_factory=dict)  # benchmarks: e.g. no EOS
 
     @property
     def sample_rate(self) -> int:
@@ -48,7 +50,9 @@ class Served:
         """The family's per-request parameters (ValueError when out of range)."""
         if not 0.25 <= speed <= 4.0:
             raise ValueError("speed must be between 0.25 and 4.0")
-        return self.family.make_params(seed=seed, temperature=temperature, speed=speed)
+        params = self.family.make_params(seed=seed, temperature=temperature, speed=speed)
+        return dataclasses.replace(params, **self.param_overrides) if self.param_overrides \
+            else params
 
     def voice_names(self) -> list[str]:
         return sorted(self.engine.voices)

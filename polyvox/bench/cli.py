@@ -64,6 +64,12 @@ def run_bench(args: argparse.Namespace) -> int:
     flops = None
     if hasattr(family, "config"):
         flops = physics.pocket_flops_per_audio_second(family.config)["total"]
+    overrides: dict[str, Any] = {}
+    if getattr(family, "is_random", False):
+        # NOTE: random weights stop at an arbitrary EOS; with EOS off every request runs to
+        # the family's length cap, so audio length follows the text as real speech would.
+        overrides["eos_threshold"] = float("inf")
+        console.print("random weights: EOS disabled, requests run to the length cap")
     pool = pick_texts(500, seed=args.seed)
 
     def texts(index: int) -> str:
@@ -87,6 +93,7 @@ def run_bench(args: argparse.Namespace) -> int:
         task = progress.add_task("benchmark", total=len(modes) * len(concurrencies))
         for mode in modes:
             served = serve_family(args.model, family, engine_config(mode))
+            served.param_overrides = overrides
             served.start()
 
             async def run_mode(served: Any = served, mode: str = mode) -> None:
@@ -112,6 +119,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.baseline == "pocket-tts":
         with tempfile.TemporaryDirectory() as workdir:
             baseline = PocketBaseline(family, Path(workdir))
+            if overrides:
+                baseline.disable_eos()
             baseline_run(baseline, texts, 1, 1, "warmup-pocket-tts")
             for concurrency in concurrencies:
                 console.print(f"pocket-tts baseline c={concurrency} ...")

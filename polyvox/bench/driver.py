@@ -100,6 +100,10 @@ class PocketBaseline:
     def stream(self, text: str) -> Iterator[Any]:
         return self.model.generate_audio_stream(self.state, text, copy_state=True)
 
+    def disable_eos(self) -> None:
+        """Match polyvox's benchmark setting for random weights: run to the length cap."""
+        self.model.eos_threshold = float("inf")
+
 
 def baseline_run(baseline: PocketBaseline, texts: Workload, concurrency: int,
                  requests_per_client: int, mode: str) -> tuple[list[RequestRecord], float]:

@@ -69,6 +69,7 @@ class StreamingConvTranspose1d(nn.Module):
         self.convtr = nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride,
                                          groups=groups, bias=bias)
         self.overlap = kernel_size - stride
+        self.stride = stride
         self.name = ""
 
     def state_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -76,19 +77,38 @@ class StreamingConvTranspose1d(nn.Module):
 
     def forward(self, x: torch.Tensor, state: DecoderState | None) -> torch.Tensor:
         # x [B, C_in, T] -> [B, C_out, T * stride]
-        y = self.convtr(x)
-        if self.overlap <= 0:
-            return y
         key = f"{self.name}.tail"
-        tail = state[key] if state is not None else y.new_zeros(y.shape[0], y.shape[1], self.overlap)
-        head = y[..., : self.overlap] + tail
-        new_tail = y[..., -self.overlap:]
-        if self.convtr.bias is not None:
-            # The bias is added once per output sample: the next call adds it again.
-            new_tail = new_tail - self.convtr.bias[:, None]
+        stride, batch, steps = self.stride, x.shape[0], x.shape[2]
+        contributions = self._per_frame(x)  # [B, T, C_out, 2 * stride]
+        head, tail = contributions[..., :stride], contributions[..., stride:]
+        # Frame t's output = its own head + the previous frame's tail (overlap-add).
+        previous = tail.new_zeros(batch, 1, *tail.shape[2:])
         if state is not None:
-            state[key] = new_tail
-        return torch.cat([head, y[..., self.overlap: -self.overlap]], dim=-1)
+            previous[:, 0, :, : self.overlap] = state[key]
+        y = head + torch.cat([previous, tail[:, :-1]], dim=1)
+        if state is not None:
+            state[key] = tail[:, -1, :, : self.overlap].contiguous()
+        y = y.permute(0, 2, 1, 3).reshape(batch, -1, steps * stride)
+        if self.convtr.bias is not None:
+            y = y + self.convtr.bias[:, None]
+        return y
+
+    def _per_frame(self, x: torch.Tensor) -> torch.Tensor:
+        """What each input frame adds to the output: [B, T, C_out, 2 * stride] (the kernel,
+        zero-padded to twice the stride). A GEMM (or a broadcast product for depthwise)
+        instead of a transposed conv: much faster on CPU."""
+        weight = self.convtr.weight  # [C_in, C_out / groups, K]
+        kernel = weight.shape[-1]
+        if kernel < 2 * self.stride:
+            weight = torch.nn.functional.pad(weight, (0, 2 * self.stride - kernel))
+        groups = self.convtr.groups
+        if groups == 1:
+            columns = weight.reshape(weight.shape[0], -1)  # [C_in, C_out * 2S]
+            out = x.transpose(1, 2) @ columns  # [B, T, C_out * 2S]
+            return out.view(x.shape[0], x.shape[2], weight.shape[1], -1)
+        if groups == weight.shape[0] and weight.shape[1] == 1:  # depthwise
+            return (x.transpose(1, 2)[..., None] * weight[:, 0])  # [B, T, C, 2S]
+        raise NotImplementedError("grouped transposed convs other than depthwise")
 
 
 def name_streaming_modules(root: nn.Module) -> None:
