@@ -53,6 +53,7 @@ class SpeechBody(BaseModel):
     seed: int = Field(0, ge=0, le=2**63 - 1)
     temperature: float | None = Field(None, ge=0.0, le=10.0)
     sample_rate: int | None = Field(None, ge=MIN_RATE, le=MAX_RATE)
+    normalize: bool = True  # read numbers, dates, codes, ... as words
 
 
 def check_text(text: str, limit: int, param: str = "input") -> str:
@@ -87,7 +88,7 @@ async def create_speech(request: Request) -> Response:
     ticket = await _admit_unless_gone(request, state)
     if ticket is None:
         return Response(status_code=499)  # nobody is listening any more
-    stream = state.start(text, voice, params, ticket, "speech", started)
+    stream = state.start(text, voice, params, ticket, "speech", started, body.normalize)
     try:
         first = await stream.next()
     except EngineError as error:

@@ -52,8 +52,8 @@ class ServerState:
             raise APIError(400, str(error)) from None
 
     def start(self, text: str | AsyncIterator[str], voice: str, params: Any, ticket: Ticket,
-              endpoint: str, started: float) -> LiveStream:
-        chunks = self.served.runtime.generate(text, voice, params)
+              endpoint: str, started: float, normalize: bool = True) -> LiveStream:
+        chunks = self.served.runtime.generate(text, voice, params, normalize=normalize)
         return LiveStream(self, chunks, ticket, endpoint, started,
                           is_text_complete=isinstance(text, str))
 

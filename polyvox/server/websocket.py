@@ -53,6 +53,7 @@ class Configure(BaseModel):
     seed: int = Field(0, ge=0, le=2**63 - 1)
     temperature: float | None = Field(None, ge=0.0, le=10.0)
     speed: float = Field(1.0, ge=0.25, le=4.0)
+    normalize: bool = True
 
 
 class TextDelta(BaseModel):
@@ -236,7 +237,7 @@ class Session:
         served = self.state.served
         encoder = Encoder(self.settings.format, served.sample_rate, self.settings.sample_rate)
         stream = self.state.start(utterance.pieces(), self.voice, self.params, ticket,
-                                  "websocket", utterance.first_text_at)
+                                  "websocket", utterance.first_text_at, self.settings.normalize)
         started = False
         try:
             while (samples := await stream.next()) is not None:

@@ -23,12 +23,19 @@ def rope_frequencies(head_dim: int, max_period: float, device: torch.device) -> 
     return torch.exp(index * (-math.log(max_period) * 2 / head_dim))
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, max_period: float) -> torch.Tensor:
-    """Rotate interleaved (even, odd) channel pairs of x [B, T, H, D] by positions [B, T]."""
+def rope_table(positions: torch.Tensor, head_dim: int,
+               max_period: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotation angles for positions [B, T]: [B, T, 1, head_dim / 2] each.
+    Computed once per forward and shared by every layer."""
+    freqs = rope_frequencies(head_dim, max_period, positions.device)
+    angles = positions.to(torch.float32)[:, :, None, None] * freqs
+    return torch.cos(angles), torch.sin(angles)
+
+
+def apply_rope(x: torch.Tensor, table: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Rotate interleaved (even, odd) channel pairs of x [B, T, H, D] by a rope_table."""
+    cos, sin = table
     batch, steps, heads, head_dim = x.shape
-    freqs = rope_frequencies(head_dim, max_period, x.device)
-    angles = positions.to(torch.float32)[:, :, None, None] * freqs  # [B, T, 1, D/2]
-    cos, sin = torch.cos(angles), torch.sin(angles)
     pairs = x.view(batch, steps, heads, head_dim // 2, 2).float()
     real, imag = pairs[..., 0], pairs[..., 1]
     rotated = torch.stack([real * cos - imag * sin, real * sin + imag * cos], dim=-1)

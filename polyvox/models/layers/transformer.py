@@ -10,7 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from polyvox.models.layers.attention import KVStore, apply_rope, attend
+from polyvox.models.layers.attention import KVStore, apply_rope, attend, rope_table
+
+RopeTable = tuple[torch.Tensor, torch.Tensor]
 
 
 class SelfAttention(nn.Module):
@@ -25,15 +27,15 @@ class SelfAttention(nn.Module):
         self.out_proj = nn.Linear(query_dim, d_model, bias=False)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, kv: KVStore,
-                layer: int) -> torch.Tensor:
+                layer: int, rope: RopeTable) -> torch.Tensor:
         batch, steps, _ = x.shape  # [B, T, d_model]
         projected = self.in_proj(x)
         query_dim = self.num_heads * self.head_dim
         q = projected[..., :query_dim].view(batch, steps, self.num_heads, self.head_dim)
         kv_new = projected[..., query_dim:].view(batch, steps, 2, self.kv_heads, self.head_dim)
         k, v = kv_new.unbind(dim=2)
-        q = apply_rope(q, positions, self.max_period)
-        k = apply_rope(k, positions, self.max_period)
+        q = apply_rope(q, rope)
+        k = apply_rope(k, rope)
         keys, values, key_positions = kv.write_and_read(layer, k, v, positions)
         out = attend(q, keys, values, positions, key_positions, self.context, kv.allowed)
         return self.out_proj(out.reshape(batch, steps, query_dim))
@@ -65,8 +67,8 @@ class TransformerLayer(nn.Module):
             self.layer_scale_2 = LayerScale(d_model, layer_scale)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, kv: KVStore,
-                layer: int) -> torch.Tensor:
-        x = x + self.layer_scale_1(self.self_attn(self.norm1(x), positions, kv, layer))
+                layer: int, rope: RopeTable) -> torch.Tensor:
+        x = x + self.layer_scale_1(self.self_attn(self.norm1(x), positions, kv, layer, rope))
         update = self.linear2(F.gelu(self.linear1(self.norm2(x)), approximate="tanh"))
         return x + self.layer_scale_2(update)
 
@@ -81,6 +83,7 @@ class Transformer(nn.Module):
         kv_heads = kv_heads or num_heads
         head_dim = head_dim or d_model // num_heads
         self.num_layers, self.kv_heads, self.head_dim = num_layers, kv_heads, head_dim
+        self.max_period = max_period
         self.layers = nn.ModuleList(
             TransformerLayer(d_model, num_heads, kv_heads, head_dim, ffn_dim, max_period,
                              context, layer_scale)
@@ -88,6 +91,7 @@ class Transformer(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, kv: KVStore) -> torch.Tensor:
+        rope = rope_table(positions, self.head_dim, self.max_period)
         for index, layer in enumerate(self.layers):
-            x = layer(x, positions, kv, index)
+            x = layer(x, positions, kv, index, rope)
         return x
