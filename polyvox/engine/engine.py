@@ -78,7 +78,7 @@ class Engine:
         table = BlockTable()
         slots = table.append(length, 0, self.blocks.allocate(count), size) if length else []
         if slots:
-            index = torch.tensor(slots)
+            index = torch.tensor(slots, device=self.cache.k.device)
             self.cache.k[:, index] = k.to(self.cache.k.dtype)
             self.cache.v[:, index] = v.to(self.cache.v.dtype)
         voice = Voice(name, table, length)

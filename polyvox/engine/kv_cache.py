@@ -86,19 +86,28 @@ class BlockTable:
     starts: list[int] = field(default_factory=list)  # position of each block's first key
     fills: list[int] = field(default_factory=list)  # filled slots of each block
     num_shared: int = 0  # leading blocks that belong to a shared prefix (never written)
+    # Cached flat slots / positions of every key (extended by append, rebuilt otherwise).
+    _slots: list[int] | None = field(default=None, repr=False, compare=False)
+    _positions: list[int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_keys(self) -> int:
         return sum(self.fills)
 
     def slots_and_positions(self, block_size: int) -> tuple[list[int], list[int]]:
-        """Every stored key: its flat slot and its absolute position, in order."""
-        slots: list[int] = []
-        positions: list[int] = []
-        for block, start, fill in zip(self.blocks, self.starts, self.fills):
-            slots.extend(range(block * block_size, block * block_size + fill))
-            positions.extend(range(start, start + fill))
-        return slots, positions
+        """Every stored key: its flat slot and its absolute position, in order. The lists
+        are cached: treat them as read-only."""
+        if self._slots is None or self._positions is None:
+            slots: list[int] = []
+            positions: list[int] = []
+            for block, start, fill in zip(self.blocks, self.starts, self.fills):
+                slots.extend(range(block * block_size, block * block_size + fill))
+                positions.extend(range(start, start + fill))
+            self._slots, self._positions = slots, positions
+        return self._slots, self._positions
+
+    def _invalidate(self) -> None:
+        self._slots = self._positions = None
 
     def blocks_needed(self, count: int, block_size: int) -> int:
         """New blocks needed to append `count` keys."""
@@ -124,6 +133,9 @@ class BlockTable:
             slots.append(self.blocks[-1] * block_size + self.fills[-1])
             self.fills[-1] += 1
         assert next(fresh, None) is None, "more blocks reserved than used"
+        if self._slots is not None and self._positions is not None:
+            self._slots.extend(slots)
+            self._positions.extend(range(position, position + count))
         return slots
 
     def drop_before(self, position: int) -> list[int]:
@@ -134,6 +146,7 @@ class BlockTable:
             dropped.append(self.blocks[index])
             index += 1
         if dropped:
+            self._invalidate()
             del self.blocks[self.num_shared:index]
             del self.starts[self.num_shared:index]
             del self.fills[self.num_shared:index]
@@ -153,6 +166,7 @@ class BlockTable:
     def drop_own(self) -> list[int]:
         """Remove every own block (back to the shared prefix); returns them."""
         own = self.own_blocks()
+        self._invalidate()
         del self.blocks[self.num_shared:], self.starts[self.num_shared:]
         del self.fills[self.num_shared:]
         return own
@@ -160,9 +174,11 @@ class BlockTable:
     def replace_own(self, blocks: list[int]) -> None:
         """Own blocks moved (swap-in): same keys and positions, new block ids."""
         assert len(blocks) == len(self.blocks) - self.num_shared
+        self._invalidate()
         self.blocks[self.num_shared:] = blocks
 
     def clear(self) -> None:
+        self._invalidate()
         self.blocks.clear()
         self.starts.clear()
         self.fills.clear()

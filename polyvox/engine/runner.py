@@ -42,6 +42,10 @@ class DecodeItem(NamedTuple):
 class Runner:
     def __init__(self, family: ModelFamily, cache: PagedKVCache, slots: DecoderSlotPool) -> None:
         self.family, self.cache, self.slots = family, cache, slots
+        self.device = cache.k.device
+
+    def _long(self, values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.long, device=self.device)
 
     def _reads(self, requests: list[Request]) -> tuple[list[list[int]], list[list[int]]]:
         slots, positions = [], []
@@ -63,14 +67,14 @@ class Runner:
         read_slots, read_positions = self._reads([item.request for item in items])
         kv = PagedKV(
             self.cache.k, self.cache.v,
-            write_slots=torch.tensor([s for item in items for s in item.slots]),
-            read_slots=torch.tensor([s for row in read_slots for s in row])[None],
-            read_positions=torch.tensor([p for row in read_positions for p in row])[None],
+            write_slots=self._long([s for item in items for s in item.slots]),
+            read_slots=self._long([s for row in read_slots for s in row])[None],
+            read_positions=self._long([p for row in read_positions for p in row])[None],
             allowed=packed_allowed([len(item.slots) for item in items],
-                                   [len(row) for row in read_slots]),
+                                   [len(row) for row in read_slots]).to(self.device),
         )
-        tokens = torch.cat([item.tokens for item in items])
-        positions = torch.tensor([p for item in items for p in item.positions])[None]
+        tokens = torch.cat([item.tokens for item in items]).to(self.device)
+        positions = self._long([p for item in items for p in item.positions])[None]
         self.family.prefill_tokens(tokens, positions, kv)
         return []
 
@@ -92,16 +96,16 @@ class Runner:
             read_slots, read_positions = self._reads(requests)
             kv = PagedKV(
                 self.cache.k, self.cache.v,
-                write_slots=torch.tensor([item.slot for item in batch]),
-                read_slots=pad_rows(read_slots, fill=batch[0].slot),
-                read_positions=pad_rows(read_positions, fill=-1),
+                write_slots=self._long([item.slot for item in batch]),
+                read_slots=pad_rows(read_slots, fill=batch[0].slot).to(self.device),
+                read_positions=pad_rows(read_positions, fill=-1).to(self.device),
             )
-            nan = torch.full((self.family.latent_dim,), float("nan"))
+            nan = torch.full((self.family.latent_dim,), float("nan"), device=self.device)
             latents = torch.stack([r.last_latent if r.last_latent is not None else nan
                                    for r in requests])
             noise = torch.stack([self.family.sample_noise(r.generator, r.params)
-                                 for r in requests])
-            positions = torch.tensor([item.position for item in batch])
+                                 for r in requests]).to(self.device)
+            positions = self._long([item.position for item in batch])
             out, eos = self.family.step_batch(latents, positions, kv, noise, sampler_steps)
             for i, latent, logit in zip(indices, out, eos.tolist()):
                 results[i] = (latent, logit)
@@ -120,7 +124,7 @@ class Runner:
             assert len({r.request_id for r in requests}) == len(requests), "one chunk per request"
             window = frames + lookahead
             latents = torch.stack([torch.stack(r.pending_latents[:window]) for r in requests])
-            slot_ids = torch.tensor([r.decoder_slot for r in requests])
+            slot_ids = self._long([r.decoder_slot for r in requests])
             state = self.slots.gather(slot_ids)
             if history or lookahead:
                 pcm = self.family.decode(latents, state, num_frames=frames, history=history)
@@ -144,4 +148,4 @@ class Runner:
 
     def _block_slots(self, blocks: list[int]) -> torch.Tensor:
         size = self.cache.block_size
-        return torch.tensor([b * size + o for b in blocks for o in range(size)], dtype=torch.long)
+        return self._long([b * size + o for b in blocks for o in range(size)])

@@ -64,9 +64,9 @@ class TextDelta(BaseModel):
 
 
 class ProtocolError(Exception):
-    def __init__(self, message: str, param: str | None = None) -> None:
+    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
-        self.message, self.param = message, param
+        self.message, self.param, self.code = message, param, code
 
 
 class Utterance:
@@ -121,7 +121,7 @@ class Session:
             await self._receive_all()
         except ProtocolError as error:
             self.state.metrics.bad_requests.labels("websocket").inc()
-            await self.fail(error.message, CLOSE_POLICY, param=error.param)
+            await self.fail(error.message, CLOSE_POLICY, param=error.param, code=error.code)
         except WebSocketDisconnect:
             pass
         finally:
@@ -195,7 +195,7 @@ class Session:
             self.params = self.state.params(settings.seed, settings.temperature,
                                             settings.speed)
         except APIError as error:
-            raise ProtocolError(error.message, error.param) from None
+            raise ProtocolError(error.message, error.param, error.code) from None
         self.settings = settings
         await self.send({"type": "configured", "session": self.session_id, "model": served.name,
                          "voice": self.voice, "format": settings.format,
@@ -237,7 +237,8 @@ class Session:
         served = self.state.served
         encoder = Encoder(self.settings.format, served.sample_rate, self.settings.sample_rate)
         stream = self.state.start(utterance.pieces(), self.voice, self.params, ticket,
-                                  "websocket", utterance.first_text_at, self.settings.normalize)
+                                  "websocket", utterance.first_text_at,
+                                  normalize=self.settings.normalize)
         started = False
         try:
             while (samples := await stream.next()) is not None:
