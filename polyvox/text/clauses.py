@@ -13,6 +13,15 @@ from collections.abc import Callable
 
 _SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]\u00bb]*\s+")
 _CLAUSE_END = re.compile(r"[,;:]\s+")
+# Words the normalizer uses when it reads a phone number, code or card character by
+# character, with commas between the groups: never cut a clause between two of those.
+_SPELLED = {"zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight",
+            "nine", "dash", "dot", "at", "slash"}
+
+
+def _is_spelled(word: str) -> bool:
+    word = word.strip(",;:.").lower()
+    return word in _SPELLED or len(word) == 1 or (len(word) == 3 and word[1] == "-")
 
 
 class ClauseSplitter:
@@ -43,6 +52,10 @@ class ClauseSplitter:
             return [sentence]
         pieces, start = [], 0
         for match in _CLAUSE_END.finditer(sentence):
+            before = sentence[: match.start()].split()[-1:]
+            after = sentence[match.end():].split()[:1]
+            if before and after and _is_spelled(before[0]) and _is_spelled(after[0]):
+                continue  # inside a number or code read out group by group
             pieces.append(sentence[start: match.end()].strip())
             start = match.end()
         pieces.append(sentence[start:].strip())
