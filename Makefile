@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 serve: install
-	$(BIN)/polyvox say -o out.wav
+	$(BIN)/polyvox serve
 
 test: install
 	$(BIN)/python -m pytest

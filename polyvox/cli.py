@@ -75,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     models = commands.add_parser("models", help="list model names")
     models.set_defaults(func=_models)
     from polyvox.bench.cli import add_bench_parser
+    from polyvox.server.cli import add_serve_parser
 
     add_bench_parser(commands)
+    add_serve_parser(commands)
     return parser
 
 

@@ -81,7 +81,8 @@ async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
                                   config.min_voice_seconds)
         await state.voices.load()
     except Exception as error:  # noqa: BLE001 - reported, and the server stops
-        state.load_error = f"cannot load model {config.model!r}: {error}"
+        reason = error.args[0] if isinstance(error, KeyError) and error.args else error
+        state.load_error = f"cannot load model {config.model!r}: {reason}"
         log.error("%s", state.load_error)
         if on_fatal is not None:
             on_fatal(state.load_error)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
@@ -61,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `serve` to the polyvox command's subparsers."""
-    parser = subparsers.add_parser("serve", help="run the streaming speech server",
+    parser: argparse.ArgumentParser = subparsers.add_parser("serve", help="run the streaming speech server",
                                    description=__doc__)
     add_arguments(parser)
     parser.set_defaults(func=serve)

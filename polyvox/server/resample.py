@@ -64,7 +64,7 @@ class StreamingResampler:
         if last < self.next_out:
             return np.zeros(0, np.float32)
         offset = self.start * self.up // self.down  # global index of the buffer's output 0
-        out = upfirdn(self.taps, self.buffer, self.up, self.down)
+        out: np.ndarray = upfirdn(self.taps, self.buffer, self.up, self.down)
         out = out[self.next_out - offset: last - offset + 1]
         self.next_out = last + 1
         lowest = -(-(self.next_out * self.down - len(self.taps) + 1) // self.up)

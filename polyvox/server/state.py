@@ -15,6 +15,7 @@ from polyvox.server.admission import Admission, Rejected, Ticket
 from polyvox.server.config import ServerConfig
 from polyvox.server.errors import APIError
 from polyvox.server.metrics import Metrics
+from polyvox.server.voice_store import VoiceStore
 from polyvox.serving import Served
 
 
@@ -25,7 +26,7 @@ class ServerState:
                                    config.max_wait_seconds)
         self.metrics = Metrics(self.admission)
         self.loaded: Served | None = None
-        self.voices: Any = None  # VoiceStore, once the model is loaded
+        self.voices: VoiceStore | None = None  # once the model is loaded
         self.load_error: str | None = None
 
     @property
@@ -53,9 +54,12 @@ class ServerState:
 
     def start(self, text: str | AsyncIterator[str], voice: str, params: Any, ticket: Ticket,
               endpoint: str, started: float, normalize: bool = True) -> LiveStream:
-        chunks = self.served.runtime.generate(text, voice, params, normalize=normalize)
+        """The stream of an admitted request (it takes over the ticket; never raises)."""
+        assert self.loaded is not None  # a ticket is only handed out once loaded
+        chunks = self.loaded.runtime.generate(text, voice, params, normalize=normalize)
         return LiveStream(self, chunks, ticket, endpoint, started,
-                          is_text_complete=isinstance(text, str))
+                          is_text_complete=isinstance(text, str),
+                          sample_rate=self.loaded.sample_rate)
 
 
 class LiveStream:
@@ -64,11 +68,12 @@ class LiveStream:
     and records how the stream went."""
 
     def __init__(self, state: ServerState, chunks: AsyncIterator[AudioChunk], ticket: Ticket,
-                 endpoint: str, started: float, is_text_complete: bool) -> None:
+                 endpoint: str, started: float, is_text_complete: bool,
+                 sample_rate: int) -> None:
         self.state, self.endpoint, self.ticket = state, endpoint, ticket
         self.started = started  # when the client asked (TTFA counts from here)
         self.is_text_complete = is_text_complete
-        self.sample_rate = state.served.sample_rate
+        self.sample_rate = sample_rate
         self.num_samples = 0
         self.first_audio_at: float | None = None
         self.outcome: str | None = None  # completed | failed; None while going (or cut)
@@ -79,7 +84,7 @@ class LiveStream:
         """The next chunk's new samples [N] float32; None at the end. Raises EngineError
         when the engine refused or failed the request."""
         try:
-            chunk = await anext(self._chunks)  # type: ignore[call-overload]
+            chunk = await anext(self._chunks)
         except StopAsyncIteration:
             self.outcome = "completed"
             return None

@@ -27,6 +27,7 @@ def _store(request: Request) -> VoiceStore:
     """The voice store; 503 until the model (and its saved voices) are loaded."""
     state: ServerState = request.app.state.polyvox
     _ = state.served
+    assert state.voices is not None
     return state.voices
 
 

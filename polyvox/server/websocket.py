@@ -21,18 +21,18 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, WebSocket
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from polyvox.engine.engine import EngineError
 from polyvox.server.auth import websocket_is_authorized
 from polyvox.server.catalog import resolve_model, resolve_voice
-from polyvox.server.encoders import MAX_RATE, MIN_RATE, Encoder, format_error, output_rate
-from polyvox.server.errors import APIError, error_body, validation_error
+from polyvox.server.encoders import Encoder, format_error, output_rate
+from polyvox.server.errors import APIError, error_body
 from polyvox.server.state import ServerState
+from polyvox.server.ws_messages import Configure, ProtocolError, TextDelta, parse, validated
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -40,33 +40,6 @@ SUBPROTOCOL = "polyvox"
 CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_POLICY = 1000, 1001, 1008
 CLOSE_INTERNAL, CLOSE_TRY_LATER = 1011, 1013
 _session_ids = itertools.count(1)
-
-
-class Configure(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["configure"]
-    model: str | None = None
-    voice: str | dict[str, Any] = "default"
-    format: str = "pcm"
-    sample_rate: int | None = Field(None, ge=MIN_RATE, le=MAX_RATE)
-    seed: int = Field(0, ge=0, le=2**63 - 1)
-    temperature: float | None = Field(None, ge=0.0, le=10.0)
-    speed: float = Field(1.0, ge=0.25, le=4.0)
-    normalize: bool = True
-
-
-class TextDelta(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["text"]
-    text: str
-
-
-class ProtocolError(Exception):
-    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.message, self.param, self.code = message, param, code
 
 
 class Utterance:
@@ -102,6 +75,9 @@ async def audio_stream(websocket: WebSocket) -> None:
 
 
 class Session:
+    """One connection. This task receives and checks messages and feeds the utterances'
+    text; the speaker task speaks the utterances in order and sends their audio."""
+
     def __init__(self, websocket: WebSocket, state: ServerState) -> None:
         self.websocket, self.state = websocket, state
         self.session_id = f"ws-{next(_session_ids)}"
@@ -113,6 +89,7 @@ class Session:
         self.queue: asyncio.Queue[Utterance | None] = asyncio.Queue()
         self.speaker: asyncio.Task[None] | None = None
         self.is_closed = False
+        self.is_speaking = False  # an utterance is between its admission and its last audio
         self._send_lock = asyncio.Lock()
 
     async def run(self) -> None:
@@ -137,21 +114,19 @@ class Session:
             try:
                 message = await asyncio.wait_for(self.websocket.receive(), timeout=idle)
             except TimeoutError:
-                if self.current is None and self.queue.empty() and not self._is_speaking:
-                    await self.close(CLOSE_GOING_AWAY, f"no message for {idle:g} s")
-                    return
-                continue
+                # NOTE: an idle writer is let go, unless ended utterances are still being
+                # spoken (their audio may take longer than the idle limit).
+                if self.current is None and (self.is_speaking or not self.queue.empty()):
+                    continue
+                await self.close(CLOSE_GOING_AWAY, f"no message for {idle:g} s")
+                return
             if message["type"] == "websocket.disconnect":
                 return
             if message.get("text") is None:
                 raise ProtocolError("binary frames carry audio from the server only: send "
                                     "JSON text messages")
-            if await self._handle(_parse(message["text"])):
+            if await self._handle(parse(message["text"])):
                 return
-
-    @property
-    def _is_speaking(self) -> bool:
-        return self.speaker is not None and not self.speaker.done() and self.num_utterances > 0
 
     async def _handle(self, message: dict[str, Any]) -> bool:
         """Act on one message; True when the session is over."""
@@ -165,7 +140,7 @@ class Session:
         if self.settings is None:
             raise ProtocolError(f"{kind!r} before 'configure': configure the session first")
         if kind == "text":
-            self._add_text(_validated(message, TextDelta).text)
+            self._add_text(validated(message, TextDelta).text)
         elif kind == "flush":
             self._end_utterance()
         else:
@@ -183,7 +158,7 @@ class Session:
         if self.settings is not None:
             raise ProtocolError("the session is already configured: 'configure' comes once, "
                                 "first")
-        settings = _validated(message, Configure)
+        settings = validated(message, Configure)
         try:
             served = self.state.served
             if settings.model is not None:
@@ -229,13 +204,15 @@ class Session:
         """Generate and send one utterance; False when the session cannot go on."""
         assert self.settings is not None
         try:
+            served = self.state.served
+            encoder = Encoder(self.settings.format, served.sample_rate,
+                              self.settings.sample_rate)
             ticket = await self.state.admit()
         except APIError as error:
             await self.fail(error.message, CLOSE_TRY_LATER, code=error.code,
                             retry_after=error.headers.get("Retry-After"))
             return False
-        served = self.state.served
-        encoder = Encoder(self.settings.format, served.sample_rate, self.settings.sample_rate)
+        self.is_speaking = True
         stream = self.state.start(utterance.pieces(), self.voice, self.params, ticket,
                                   "websocket", utterance.first_text_at,
                                   normalize=self.settings.normalize)
@@ -264,6 +241,7 @@ class Session:
         except (WebSocketDisconnect, RuntimeError, OSError):
             return False  # the client is gone
         finally:
+            self.is_speaking = False
             await stream.close()
 
     # --- sending -------------------------------------------------------------------------
@@ -302,22 +280,3 @@ class Session:
                     await self.websocket.close(code=code, reason=short)
                 except (RuntimeError, OSError):
                     pass
-
-
-def _parse(text: str) -> dict[str, Any]:
-    try:
-        message = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ProtocolError(f"malformed JSON at line {error.lineno} column {error.colno}: "
-                            f"{error.msg}") from None
-    if not isinstance(message, dict):
-        raise ProtocolError("each message must be a JSON object with a 'type'")
-    return message
-
-
-def _validated(message: dict[str, Any], model: type[Any]) -> Any:
-    try:
-        return model.model_validate(message)
-    except ValidationError as error:
-        problem = validation_error(list(error.errors()))
-        raise ProtocolError(problem.message, problem.param) from None

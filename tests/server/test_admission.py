@@ -1,0 +1,176 @@
+"""Admission control: limits on running and queued streams, the estimated-wait rule,
+429 + Retry-After beyond them (503 before the model is loaded), arrival order for the
+queued, and nothing held by the refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+import websockets
+from server_harness import Server, start_server
+
+from polyvox.server.admission import Admission, Rejected
+
+# --- the controller on its own -----------------------------------------------------------
+
+def test_queued_requests_start_in_arrival_order() -> None:
+    async def run() -> list[int]:
+        admission = Admission(max_running=1, max_queued=3, max_wait_seconds=60)
+        admission.is_ready = True
+        first = await admission.acquire()
+        order: list[int] = []
+
+        async def wait(index: int) -> None:
+            ticket = await admission.acquire()
+            order.append(index)
+            await asyncio.sleep(0)
+            admission.release(ticket)
+
+        waiters = []
+        for index in range(3):
+            waiters.append(asyncio.create_task(wait(index)))
+            await asyncio.sleep(0)  # let it queue before the next arrives
+        assert admission.num_queued == 3
+        with pytest.raises(Rejected) as refused:
+            await admission.acquire()
+        assert (refused.value.status, refused.value.reason) == (429, "queue_full")
+        admission.release(first)
+        await asyncio.gather(*waiters)
+        assert admission.num_running == 0 and admission.num_queued == 0
+        return order
+
+    assert asyncio.run(run()) == [0, 1, 2]
+
+
+def test_estimated_wait_over_the_limit_is_refused() -> None:
+    async def run() -> None:
+        admission = Admission(max_running=2, max_queued=100, max_wait_seconds=5)
+        admission.is_ready = True
+        tickets = [await admission.acquire(), await admission.acquire()]
+        admission.mean_service_seconds = 8.0  # the 1st queued waits ~4 s, the 2nd ~8 s
+        first = asyncio.create_task(admission.acquire())
+        await asyncio.sleep(0)
+        with pytest.raises(Rejected) as refused:
+            await admission.acquire()
+        assert refused.value.reason == "wait_too_long"
+        assert refused.value.retry_after == 4  # until the wait drops under the limit
+        assert "estimated wait is 8.0 s" in refused.value.message
+        for ticket in tickets:
+            admission.release(ticket, record_service=False)
+        admission.release(await first, record_service=False)
+        assert admission.num_running == 0
+
+    asyncio.run(run())
+
+
+def test_a_waiter_that_gives_up_leaves_no_trace() -> None:
+    async def run() -> None:
+        admission = Admission(max_running=1, max_queued=5, max_wait_seconds=60)
+        admission.is_ready = True
+        held = await admission.acquire()
+        gone = asyncio.create_task(admission.acquire())
+        stays = asyncio.create_task(admission.acquire())
+        await asyncio.sleep(0)
+        gone.cancel()
+        await asyncio.gather(gone, return_exceptions=True)
+        assert admission.num_queued == 1
+        admission.release(held)
+        admission.release(await stays)
+        assert (admission.num_running, admission.num_queued) == (0, 0)
+
+    asyncio.run(run())
+
+
+def test_not_ready_is_503() -> None:
+    admission = Admission(max_running=1, max_queued=1, max_wait_seconds=1)
+    with pytest.raises(Rejected) as refused:
+        admission.check()
+    assert refused.value.status == 503 and refused.value.retry_after > 0
+
+
+# --- a live server with tiny limits ------------------------------------------------------
+
+def _speech(text: str, seed: int = 0) -> dict:
+    return {"model": "tts-1", "input": text, "voice": "alloy", "response_format": "pcm",
+            "seed": seed}
+
+
+def _wait_for(server: Server, key: str, value: int) -> None:
+    deadline = time.monotonic() + 30
+    while server.state()[key] != value:
+        assert time.monotonic() < deadline, server.state()
+        time.sleep(0.02)
+
+
+def test_excess_requests_get_429_and_the_queue_keeps_order(tmp_path) -> None:
+    server = start_server(tmp_path, "--debug-state", "--max-streams", "1", "--max-queued", "2",
+                          "--max-wait", "60", wait_ready=False)
+    try:
+        _check_not_ready_while_loading(server)
+        asyncio.run(_overload(server))
+        state = server.wait_idle()
+        assert state["is_consistent"]
+        metrics = httpx.get(f"{server.url}/metrics").text
+        assert 'polyvox_rejected_total{reason="queue_full"} 1.0' in metrics
+    finally:
+        server.stop()
+
+
+def _check_not_ready_while_loading(server: Server) -> None:
+    from server_harness import wait_until
+
+    wait_until(server, "/health")
+    response = httpx.post(f"{server.url}/v1/audio/speech", json=_speech("Hi."), timeout=30)
+    if response.status_code == 503:  # the model was still loading (the usual case)
+        assert int(response.headers["retry-after"]) > 0
+        assert response.json()["error"]["type"] == "unavailable_error"
+    else:
+        assert response.status_code == 200
+    wait_until(server, "/ready")
+
+
+async def _overload(server: Server) -> None:
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+
+    async def queued(client: httpx.AsyncClient, name: str) -> None:
+        url = f"{server.url}/v1/audio/speech"
+        async with client.stream("POST", url, json=_speech(f"Queued {name}.")) as response:
+            started[name] = time.monotonic()
+            assert response.status_code == 200
+            await response.aread()
+        finished[name] = time.monotonic()
+
+    async with httpx.AsyncClient(timeout=120) as client:
+        url = f"{server.url}/v1/audio/speech"
+        # The first stream: a WebSocket utterance holds its turn until its text ends.
+        async with websockets.connect(server.ws_url) as first:
+            await first.send(json.dumps({"type": "configure"}))
+            await first.send(json.dumps({"type": "text", "text": "Still writing"}))
+            await asyncio.to_thread(_wait_for, server, "admission_running", 1)
+            tasks = []
+            for count, name in enumerate(["B", "C"], start=1):
+                tasks.append(asyncio.create_task(queued(client, name)))
+                await asyncio.to_thread(_wait_for, server, "admission_queued", count)
+            refused = await client.post(url, json=_speech("One too many."))
+            assert refused.status_code == 429
+            assert int(refused.headers["retry-after"]) >= 1
+            error = refused.json()["error"]
+            assert error["type"] == "rate_limit_error" and error["code"] == "queue_full"
+            assert "2 queued" in error["message"]
+            state = await asyncio.to_thread(server.state)
+            assert state["engine_requests"] == 1  # the queued and the refused hold nothing
+            tasks[1].cancel()  # C's client gives up: it leaves the queue, making room for D
+            await asyncio.gather(tasks[1], return_exceptions=True)
+            await asyncio.to_thread(_wait_for, server, "admission_queued", 1)
+            tasks[1] = asyncio.create_task(queued(client, "D"))
+            await asyncio.to_thread(_wait_for, server, "admission_queued", 2)
+        # The first client left: B gets the turn, then D after B.
+        await asyncio.gather(*tasks)
+    assert "C" not in started
+    assert started["B"] < started["D"]
+    assert finished["B"] <= started["D"]
