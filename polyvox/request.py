@@ -51,6 +51,8 @@ class AudioChunk:
     created: float  # time.monotonic() when decoded
     is_last: bool = False
     error: str | None = None
+    clause_index: int = 0  # which clause of the request these samples belong to
+    ends_clause: bool = False  # the last samples of that clause
 
 
 @dataclass
@@ -75,7 +77,12 @@ class Request:
     # --- decoder ---
     decoder_slot: int | None = None
     pending_latents: list[torch.Tensor] = field(default_factory=list)  # [D] each
-    flush_latents: bool = False  # the clause ended: decode what is pending, any size
+    # Frame counts (kept frames, over the whole request): generated, decoded, and where each
+    # finished-but-not-yet-decoded clause ends. A chunk never crosses a clause end.
+    frames_generated: int = 0
+    frames_decoded: int = 0
+    clause_ends: deque[int] = field(default_factory=deque)
+    clauses_spoken: int = 0
     fade_samples: int = 0  # samples still to fade in (fresh decoder)
     clauses_started: int = 0
     clause_frames_decoded: int = 0  # frames decoded since the decoder was last (re)started

@@ -164,6 +164,7 @@ class Engine:
         plan = self.scheduler.plan()
         for item, latents in zip(plan.prefills, self.runner.prefill(plan.prefills)):
             item.request.pending_latents.extend(latents)  # non-autoregressive: whole clause
+            item.request.frames_generated += len(latents)
             self._end_clause(item.request)
         for item, (latent, logit) in zip(plan.steps, self.runner.step(plan.steps)):
             self._advance(item.request, latent, logit)
@@ -173,7 +174,7 @@ class Engine:
             turn = turn or self.scheduler.running[-1:]
         decodes = self.scheduler.plan_decodes(turn)
         outputs = [self._emit(item, pcm) for item, pcm in zip(decodes, self.runner.decode(decodes))]
-        return outputs + self._collect_endings()
+        return outputs + self._clause_marks() + self._collect_endings()
 
     def _advance(self, request: Request, latent: torch.Tensor, eos_logit: float) -> None:
         """Apply one step's result: keep the frame, or end the clause (pocket-tts' rule:
@@ -188,6 +189,7 @@ class Engine:
             self._end_clause(request)
             return
         request.pending_latents.append(latent)
+        request.frames_generated += 1
         request.last_latent = latent
         clause.num_frames += 1
         if clause.num_frames >= clause.max_frames:
@@ -197,14 +199,20 @@ class Engine:
     def _end_clause(request: Request) -> None:
         request.clause = None
         request.last_latent = None
-        request.flush_latents = True
+        if request.clause_ends and request.clause_ends[-1] == request.frames_generated:
+            return  # an empty clause: nothing to mark
+        request.clause_ends.append(request.frames_generated)
 
     def _emit(self, item: DecodeItem, pcm: torch.Tensor) -> AudioChunk:
         request = item.request
         del request.pending_latents[: item.num_frames]
         request.clause_frames_decoded += item.num_frames
-        if not request.pending_latents:
-            request.flush_latents = False
+        request.frames_decoded += item.num_frames
+        clause_index = request.clauses_spoken
+        ends_clause = bool(request.clause_ends) and request.frames_decoded == request.clause_ends[0]
+        if ends_clause:
+            request.clause_ends.popleft()
+            request.clauses_spoken += 1
         if request.fade_samples:
             total = self.family.fade_in_samples
             start = total - request.fade_samples
@@ -214,12 +222,28 @@ class Engine:
             pcm[:count] *= ramp
             request.fade_samples -= count
         chunk = AudioChunk(request.request_id, pcm, self.family.audio.sample_rate,
-                           request.num_chunks, created=_now())
+                           request.num_chunks, created=_now(), clause_index=clause_index,
+                           ends_clause=ends_clause)
         if request.first_audio_time is None:
             request.first_audio_time = chunk.created
         request.num_chunks += 1
         request.num_samples += pcm.numel()
         return chunk
+
+    def _clause_marks(self) -> list[AudioChunk]:
+        """Empty chunks that mark the end of clauses whose last frames were already decoded
+        before the clause was known to end (EOS is decided one step after the last frame)."""
+        marks = []
+        for request in self.scheduler.running:
+            while request.clause_ends and request.clause_ends[0] == request.frames_decoded:
+                request.clause_ends.popleft()
+                marks.append(AudioChunk(request.request_id, torch.zeros(0),
+                                        self.family.audio.sample_rate, request.num_chunks,
+                                        created=_now(), clause_index=request.clauses_spoken,
+                                        ends_clause=True))
+                request.clauses_spoken += 1
+                request.num_chunks += 1
+        return marks
 
     def _collect_endings(self) -> list[AudioChunk]:
         endings = []

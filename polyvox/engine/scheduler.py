@@ -70,12 +70,19 @@ class Scheduler:
             size = self.config.first_chunk_frames if request.num_chunks == 0 \
                 else self.config.chunk_frames
             history = min(max_history, request.clause_frames_decoded)
+            if request.clause_ends:  # a finished clause: no more frames will come for it
+                until_end = request.clause_ends[0] - request.frames_decoded
+                if until_end == 0:
+                    continue  # already decoded: the engine marks the clause end
+                if until_end < size + lookahead:
+                    frames = min(size, until_end)
+                    # NOTE: lookahead never crosses a clause end (clauses may be separate
+                    # utterances); in chained Pocket mode lookahead is 0 anyway.
+                    items.append(DecodeItem(request, frames, min(lookahead, until_end - frames),
+                                            history))
+                    continue
             if pending >= size + lookahead:
                 items.append(DecodeItem(request, size, lookahead, history))
-            elif request.flush_latents:  # the clause ended: no more frames will come
-                frames = min(size, pending)
-                items.append(DecodeItem(request, frames, min(lookahead, pending - frames),
-                                        history))
         return items
 
     def _admit(self) -> None:

@@ -79,6 +79,8 @@ class LiveStream:
         self.outcome: str | None = None  # completed | failed; None while going (or cut)
         self._chunks = chunks
         self._is_closed = False
+        self.ends_clause = False  # the chunk last returned by next() ends a clause
+        self.clause_index = 0
 
     async def next(self) -> np.ndarray | None:
         """The next chunk's new samples [N] float32; None at the end. Raises EngineError
@@ -91,7 +93,8 @@ class LiveStream:
         except EngineError:
             self.outcome = "failed"
             raise
-        if self.first_audio_at is None:
+        self.ends_clause, self.clause_index = chunk.ends_clause, chunk.clause_index
+        if self.first_audio_at is None and chunk.samples.numel():
             self.first_audio_at = time.monotonic()
             self.state.metrics.ttfa.labels(self.endpoint).observe(
                 self.first_audio_at - self.started)

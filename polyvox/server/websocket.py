@@ -227,6 +227,9 @@ class Session:
                 data = encoder.encode(samples)
                 if data:
                     await self.send_bytes(data)
+                if stream.ends_clause:
+                    await self.send({"type": "clause.done", "utterance": utterance.index,
+                                     "clause": stream.clause_index})
             tail = encoder.finish()
             if tail:
                 await self.send_bytes(tail)

@@ -54,6 +54,10 @@ def test_audio_starts_before_the_text_ends(server: Server) -> None:
                 await _send(socket, type="text", text=piece)
             await _send(socket, type="flush")
             events, num_bytes = await _recv_until(socket, "utterance.done")
+            clauses = [e for e in events if e["type"] == "clause.done"]
+            assert len(clauses) >= 2  # the text has several sentences
+            assert [e["clause"] for e in clauses] == list(range(clauses[0]["clause"],
+                                                                clauses[0]["clause"] + len(clauses)))
             assert events[-1] == {"type": "utterance.done", "utterance": 0,
                                   "audio_seconds": pytest.approx(
                                       (len(first_audio) + num_bytes) / 2 / SAMPLE_RATE,
@@ -61,7 +65,9 @@ def test_audio_starts_before_the_text_ends(server: Server) -> None:
             await _send(socket, type="text", text="A second utterance.")
             await _send(socket, type="end")
             events, num_bytes = await _recv_until(socket, "done")
-            assert [e["type"] for e in events] == ["audio.start", "utterance.done", "done"]
+            kinds = [e["type"] for e in events if e["type"] != "clause.done"]
+            assert kinds == ["audio.start", "utterance.done", "done"]
+            assert events[-3] == {"type": "clause.done", "utterance": 1, "clause": 0}
             assert num_bytes > 0
             with pytest.raises(websockets.ConnectionClosedOK):
                 await socket.recv()

@@ -1,0 +1,235 @@
+"""Distillation: train the student on teacher data, with checkpoints and resume.
+
+    python -m polyvox.train.distill --data DIR --out DIR --steps N [--config YAML]
+
+A rerun with the same --out resumes from OUT/checkpoint.pt (weights, optimizer, step) and
+continues to --steps. Everything random in a step (batch order, chained prefixes, flow
+noise) is drawn from generators seeded by (seed, step), so a resumed run takes exactly
+the steps an uninterrupted one would. At the end the student is exported to
+OUT/model.safetensors + OUT/config.yaml (checkpoints.py). Progress goes to OUT/log.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from polyvox.train.batches import Example, LatentStats, make_batch, make_examples, plan_batches
+from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
+from polyvox.train.student import (
+    DEFAULT_CONFIG,
+    Batch,
+    LossWeights,
+    StudentConfig,
+    build_student,
+    config_to_dict,
+    count_parameters,
+    load_config,
+    student_losses,
+)
+from polyvox.train.teacher_data import read_data
+
+VALIDATION_EVERY = 50  # one utterance in 50 is held out for the validation loss
+
+
+class Item(NamedTuple):
+    """A batch row: a training clause, optionally after the tail of another one."""
+
+    clause: int  # the clause trained on
+    prefix: int  # the clause before it, -1 for none
+    keep: int  # positions of the prefix kept (its tail)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int
+    learning_rate: float = 1e-3  # peak, after warmup; cosine decay to 10% at `steps`
+    warmup_steps: int = 200
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    batch_positions: int = 3000  # padded positions per batch
+    chain_probability: float = 0.3  # a batch row preceded by another clause (chained mode)
+    checkpoint_every: int = 100
+    log_every: int = 10
+    validation_size: int = 32
+    seed: int = 0
+    losses: LossWeights = field(default_factory=LossWeights)
+
+    def __post_init__(self) -> None:
+        if self.steps < 0 or self.checkpoint_every < 1 or self.batch_positions < 1:
+            raise ValueError("steps >= 0, checkpoint_every >= 1 and batch_positions >= 1")
+
+    def learning_rate_at(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.learning_rate * (step + 1) / self.warmup_steps
+        progress = min(1.0, (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps))
+        return self.learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
+
+
+class Distiller:
+    """The student, its optimizer and data; `train()` runs to `config.steps`."""
+
+    def __init__(self, student: StudentConfig, config: TrainConfig, data: Path, out: Path,
+                 log: bool = True) -> None:
+        self.student, self.config, self.out, self.log = student, config, Path(out), log
+        self.out.mkdir(parents=True, exist_ok=True)
+        utterances = read_data(Path(data))
+        held = [u for i, u in enumerate(utterances) if i % VALIDATION_EVERY == 1]
+        kept = [u for i, u in enumerate(utterances) if i % VALIDATION_EVERY != 1] or held
+        self.examples = make_examples(kept, student.frames_per_step)
+        self.validation = make_examples(held[: config.validation_size], student.frames_per_step)
+        self.lengths = [example.length for example in self.examples]
+        torch.manual_seed(config.seed)  # the initial weights
+        self.model = build_student(student)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate,
+                                           weight_decay=config.weight_decay)
+        self.step = 0
+        self._plans: list[list[list[Item]]] = []
+        state = load_checkpoint(self.out)
+        if state is None:
+            stats = LatentStats.of(kept, student.frames_per_step)
+            self.model.emb_mean.copy_(stats.mean)
+            self.model.emb_std.copy_(stats.std)
+        else:
+            if state["student"] != config_to_dict(student):
+                raise ValueError(f"{self.out} holds a checkpoint of another student config: "
+                                 "use another --out or the same --config")
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.step = state["step"]
+        self.stats = LatentStats(self.model.emb_mean.clone(), self.model.emb_std.clone())
+
+    # --- data --------------------------------------------------------------------------
+
+    def _epoch_plan(self, epoch: int) -> list[list[Item]]:
+        """An epoch's batches: every training clause once, a share of them chained after
+        the tail of another clause, grouped by total length."""
+        rng = random.Random(self.config.seed * 1_000_003 + epoch)
+        items = []
+        for index, example in enumerate(self.examples):
+            if rng.random() < self.config.chain_probability:
+                prefix = rng.randrange(len(self.examples))
+                items.append(Item(index, prefix, rng.randint(1, self.lengths[prefix])))
+            else:
+                items.append(Item(index, -1, 0))
+        lengths = [self.lengths[item.clause] + item.keep for item in items]
+        return [[items[i] for i in batch]
+                for batch in plan_batches(lengths, self.config.batch_positions, rng)]
+
+    def _batch_items(self, step: int) -> list[Item]:
+        """The step-th batch of the endless sequence of epochs."""
+        position, epoch = step, 0
+        while True:
+            while len(self._plans) <= epoch:
+                self._plans.append(self._epoch_plan(len(self._plans)))
+            if position < len(self._plans[epoch]):
+                return self._plans[epoch][position]
+            position -= len(self._plans[epoch])
+            epoch += 1
+
+    def batch(self, step: int) -> Batch:
+        items = self._batch_items(step)
+        prefixes: list[tuple[Example, int] | None] = [
+            (self.examples[item.prefix], item.keep) if item.prefix >= 0 else None
+            for item in items
+        ]
+        return make_batch([self.examples[item.clause] for item in items], self.stats,
+                          random.Random(self.config.seed * 7919 + step), prefixes)
+
+    # --- training ----------------------------------------------------------------------
+
+    def train_step(self) -> dict[str, float]:
+        self.model.train()
+        batch = self.batch(self.step)
+        generator = torch.Generator().manual_seed(self.config.seed * 104_729 + self.step)
+        losses = student_losses(self.model, batch, self.config.losses, generator)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.learning_rate_at(self.step)
+        self.optimizer.zero_grad(set_to_none=True)
+        losses["total"].backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        self.step += 1
+        record = {name: float(value.detach()) for name, value in losses.items()}
+        return record | {"positions": float(batch.tokens.numel())}
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float]:
+        """Losses on the held-out utterances, with fixed noise (comparable across steps)."""
+        self.model.eval()
+        if not self.validation:
+            return {}
+        rng = random.Random(0)
+        generator = torch.Generator().manual_seed(0)
+        totals: dict[str, float] = {}
+        chunks = [self.validation[i: i + 8] for i in range(0, len(self.validation), 8)]
+        for chunk in chunks:
+            losses = student_losses(self.model, make_batch(chunk, self.stats, rng),
+                                    self.config.losses, generator)
+            for name, value in losses.items():
+                totals[name] = totals.get(name, 0.0) + float(value) / len(chunks)
+        return totals
+
+    def save(self) -> None:
+        save_checkpoint(self.out, {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "student": config_to_dict(self.student),
+            "train": dataclasses.asdict(self.config),
+        })
+
+    def train(self) -> None:
+        """Run to `config.steps`, checkpointing every `checkpoint_every` steps and at the
+        end, then export."""
+        if self.log and self.step == 0:
+            print(f"student: {count_parameters(self.model):,} parameters, "
+                  f"{len(self.examples)} training utterances", flush=True)
+        with open(self.out / "log.jsonl", "a", encoding="utf-8") as log:
+            while self.step < self.config.steps:
+                start = time.monotonic()
+                losses = self.train_step()
+                record = {"step": self.step, "seconds": round(time.monotonic() - start, 4),
+                          **{k: round(v, 5) for k, v in losses.items()}}
+                if self.step % self.config.checkpoint_every == 0 or self.step == self.config.steps:
+                    record.update({f"val_{k}": round(v, 5) for k, v in self.validate().items()})
+                    self.save()
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+                if self.log and (self.step % self.config.log_every == 0 or "val_total" in record):
+                    print(json.dumps(record), flush=True)
+        export_student(self.model, self.student, self.out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Distil the Piper teacher into a Pocket-"
+                                                 "family student (resumes from --out).")
+    parser.add_argument("--data", type=Path, required=True, help="teacher data directory")
+    parser.add_argument("--out", type=Path, required=True, help="run directory")
+    parser.add_argument("--steps", type=int, required=True, help="total optimizer steps")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="student YAML")
+    parser.add_argument("--lr", type=float, default=TrainConfig.learning_rate)
+    parser.add_argument("--warmup", type=int, default=TrainConfig.warmup_steps)
+    parser.add_argument("--batch-positions", type=int, default=TrainConfig.batch_positions)
+    parser.add_argument("--checkpoint-every", type=int, default=TrainConfig.checkpoint_every)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    config = TrainConfig(steps=args.steps, learning_rate=args.lr, warmup_steps=args.warmup,
+                         batch_positions=args.batch_positions,
+                         checkpoint_every=args.checkpoint_every, seed=args.seed)
+    Distiller(load_config(args.config), config, args.data, args.out).train()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,338 @@
+"""A seeded generator of varied English sentences for teacher data (our own grammar and
+word lists, Apache-2.0 like the rest of polyvox; nothing downloaded).
+
+Statements, questions, commands, exclamations, lists, subordinate clauses, short replies
+and long chained sentences, over ~1,500 words; a fifth carry numbers, times, money or
+percentages, read out by polyvox's English normalizer exactly as the engine would before
+the text reaches a model. The project's held-out sentences (polyvox.asr.sentences,
+polyvox.bench.texts) are never produced, so they stay fit for measuring.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
+
+from polyvox.text.normalize import make_normalizer
+
+_NAMES = """Anna Ben Clara David Elena Frank Grace Henry Isla Jack Karen Leo Maria Noah Olivia
+Peter Quinn Rosa Samuel Tara Umar Vera Walter Xavier Yusuf Zoe Amelia Bruno Chloe Daniel Emma
+Felix Gloria Hugo Irene James Kofi Lucy Marcus Nina Oscar Priya Ravi Sofia Thomas Ursula Victor
+Wendy Yara Aaron Bianca Carlos Diana Ethan Fatima George Hannah Ivan Julia Kevin Laura Mohammed
+Naomi Owen Paula Rachel Simon Tessa Liam Mei Kenji Aisha Mateo Ingrid Dmitri Fiona Gabriel""".split()
+_PLACES = """Boston Chicago Denver Seattle Portland Austin Miami Dallas Phoenix Atlanta Toronto
+Vancouver Dublin London Paris Berlin Madrid Rome Vienna Prague Oslo Stockholm Helsinki Warsaw
+Athens Cairo Nairobi Lagos Mumbai Delhi Tokyo Osaka Seoul Sydney Melbourne Auckland Lima Santiago
+Montreal Edinburgh Glasgow Lisbon Geneva Zurich Amsterdam Brussels Copenhagen Budapest Istanbul
+Bangkok Singapore Manila Jakarta Havana Mexico Canada Brazil Norway Japan Kenya Peru Iceland
+Scotland Ireland Spain Italy Greece Egypt India Chile Texas Oregon Vermont Alaska Florida""".split()
+_PEOPLE = """teacher doctor nurse farmer baker driver pilot student neighbor friend cousin
+uncle aunt brother sister father mother grandmother grandfather manager engineer painter
+writer singer dancer lawyer chef waiter mechanic plumber carpenter gardener librarian
+scientist reporter photographer captain soldier officer judge clerk cashier tourist stranger
+child boy girl baby customer passenger guest visitor host coach player referee musician
+architect dentist pharmacist professor director assistant volunteer landlord tenant""".split()
+_THINGS = """book letter key phone lamp chair table window door bottle glass cup plate bowl
+spoon knife fork basket bag box ticket map coin wallet umbrella jacket coat hat scarf glove
+shoe boot bicycle car truck train boat ship plane bus engine wheel ladder hammer nail rope
+candle mirror clock watch radio camera computer keyboard screen picture painting poster
+blanket pillow towel soap brush comb ribbon button needle thread kettle oven fridge sink
+stove pan pot jar sandwich apple orange banana lemon cherry peach potato carrot onion tomato
+cabbage pepper cheese bread cake cookie pie soup salad rice pasta coffee tea juice milk
+water honey sugar salt flour egg butter jam chocolate newspaper magazine notebook pencil
+pen envelope parcel package stamp flag balloon kite drum guitar piano violin trumpet flute
+ball puzzle doll toy fence gate bridge tower statue fountain bench tent rock stone shell
+feather leaf branch flower rose tulip seed tree bush log""".split()
+_ANIMALS = """dog cat horse cow sheep goat pig rabbit mouse duck goose chicken owl eagle hawk
+crow sparrow robin parrot fox wolf bear deer moose squirrel frog turtle snake lizard whale
+dolphin shark salmon trout crab lobster bee ant spider butterfly beetle camel zebra lion
+tiger elephant giraffe monkey kangaroo penguin seal otter badger""".split()
+_LOCATIONS = """kitchen garden station airport office library museum market bakery hospital
+school university factory farm harbor beach forest meadow valley hill mountain river lake
+island village town city street square park playground theater cinema stadium church
+castle palace cottage cabin barn garage basement attic hallway bedroom bathroom balcony
+rooftop restaurant cafe hotel shop pharmacy bank post office gym pool zoo laboratory
+warehouse courtyard tunnel highway countryside desert jungle canyon""".split()
+_ADJECTIVES = """old new young small big large tiny huge tall short long narrow wide heavy
+light dark bright quiet loud soft hard warm cold hot cool fresh stale clean dirty empty full
+busy lazy happy sad angry calm brave shy clever silly kind polite rude gentle strict funny
+serious strange famous ordinary rare common cheap expensive simple difficult easy early late
+quick slow smooth rough sharp dull sweet bitter sour salty spicy delicious wooden metal
+plastic golden silver red blue green yellow purple orange brown gray pink white black ancient
+modern broken shiny dusty muddy rusty sleepy hungry thirsty tired careful curious proud
+lucky strong weak gentle wild peaceful noisy crowded lonely friendly elegant ugly beautiful
+wonderful terrible excellent perfect gorgeous enormous delicate fragile sturdy colorful""".split()
+_ADVERBS = """quickly slowly quietly loudly carefully gently suddenly finally happily sadly
+easily rarely often always never usually sometimes nearly almost really truly clearly
+politely calmly bravely eagerly patiently proudly softly firmly warmly secretly""".split()
+# base:past, transitive (take an object)
+_VERBS_T = """open:opened close:closed carry:carried paint:painted clean:cleaned fix:fixed
+find:found lose:lost buy:bought sell:sold bring:brought take:took make:made build:built
+break:broke hold:held keep:kept leave:left see:saw watch:watched hear:heard read:read
+write:wrote draw:drew cook:cooked bake:baked wash:washed fold:folded throw:threw catch:caught
+push:pushed pull:pulled lift:lifted drop:dropped borrow:borrowed lend:lent pack:packed
+order:ordered deliver:delivered visit:visited call:called help:helped meet:met follow:followed
+choose:chose count:counted measure:measured repair:repaired hide:hid share:shared
+plant:planted pick:picked feed:fed fill:filled empty:emptied check:checked test:tested
+answer:answered explain:explained describe:described remember:remembered forget:forgot
+return:returned send:sent receive:received mend:mended polish:polished sweep:swept
+wrap:wrapped sign:signed print:printed copy:copied climb:climbed cross:crossed enjoy:enjoyed
+admire:admired study:studied notice:noticed tie:tied hang:hung ring:rang""".split()
+_VERBS_I = """arrive:arrived leave:left sleep:slept laugh:laughed smile:smiled cry:cried
+sing:sang dance:danced run:ran walk:walked swim:swam jump:jumped wait:waited rest:rested
+shout:shouted whisper:whispered travel:traveled work:worked play:played talk:talked
+listen:listened return:returned relax:relaxed complain:complained agree:agreed
+hesitate:hesitated sneeze:sneezed wander:wandered stumble:stumbled shiver:shivered""".split()
+_TIMES = """yesterday|today|tonight|tomorrow|last night|this morning|every evening|on Monday
+|on Tuesday morning|on Wednesday|on Thursday afternoon|on Friday night|on Saturday|on Sunday
+|next week|last summer|in the spring|during the winter|in autumn|at noon|at midnight
+|before breakfast|after lunch|after dinner|at dawn|at sunset|twice a week|once a month
+|every day|a few minutes ago|an hour later|in the meantime|right away|later that day""".replace(
+    "\n", "").split("|")
+_INTERJECTIONS = """Yes.|No.|Okay.|Thank you.|Thank you very much!|Of course.|Sure thing.
+|Good morning!|Good evening.|Hello there.|Goodbye!|See you soon.|Not at all.|Excuse me.
+|I'm sorry.|Well done!|Oh no!|Wow!|Really?|Why not?|Me too.|Never mind.|Happy birthday!
+|Congratulations!|Welcome back.|Take care.|Good luck!|All right.|Absolutely.|Maybe later.
+|Watch out!|Hold on.|Just a moment, please.|Come in.|Sounds good.|I see.|Fair enough.""".replace(
+    "\n", "").split("|")
+_MONTHS = ("January February March April May June July August September October November "
+           "December").split()
+_MODALS = "will|can|should|might|must|could|would like to|wants to|has to|decided to|forgot to".split("|")
+_CONNECT = ["and", "but", "so", "yet", "or", "because", "although", "while", "until", "since"]
+_OPENERS = ["When", "After", "Before", "If", "Although", "Because", "Once", "While", "As soon as"]
+_IRREGULAR_PLURALS = {"child": "children", "mouse": "mice", "goose": "geese", "knife": "knives",
+                      "leaf": "leaves", "sheep": "sheep", "deer": "deer", "moose": "moose",
+                      "salmon": "salmon", "trout": "trout", "shelf": "shelves", "man": "men",
+                      "woman": "women", "fish": "fish", "scarf": "scarves", "wolf": "wolves",
+                      "potato": "potatoes", "tomato": "tomatoes"}
+
+
+T = TypeVar("T")
+
+
+def _split(entries: list[str]) -> list[tuple[str, str]]:
+    return [(base, past) for base, past in (entry.split(":") for entry in entries)]
+
+
+_TRANSITIVE, _INTRANSITIVE = _split(_VERBS_T), _split(_VERBS_I)
+
+
+def _plural(noun: str) -> str:
+    if noun in _IRREGULAR_PLURALS:
+        return _IRREGULAR_PLURALS[noun]
+    if noun.endswith(("s", "sh", "ch", "x", "z")):
+        return noun + "es"
+    if noun.endswith("y") and noun[-2] not in "aeiou":
+        return noun[:-1] + "ies"
+    return noun + "s"
+
+
+def _third_person(verb: str) -> str:
+    return {"have": "has", "do": "does", "go": "goes"}.get(verb) or _plural(verb)
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+class _Grammar:
+    """One random source, many small productions; each returns a phrase."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def pick(self, items: Sequence[T]) -> T:
+        return self.rng.choice(items)
+
+    def noun(self) -> str:
+        return self.pick(_THINGS if self.rng.random() < 0.7 else _ANIMALS)
+
+    def noun_phrase(self) -> str:
+        roll, noun = self.rng.random(), self.noun()
+        if roll < 0.35:
+            return f"the {noun}"
+        if roll < 0.55:
+            adjective = self.pick(_ADJECTIVES)
+            return f"{_article(adjective)} {adjective} {noun}"
+        if roll < 0.7:
+            return f"the {self.pick(_ADJECTIVES)} {noun}"
+        if roll < 0.85:
+            return f"{self.pick(['two', 'three', 'several', 'some', 'many', 'a few'])} {_plural(noun)}"
+        return f"{self.pick(['my', 'your', 'our', 'their', 'his', 'her'])} {noun}"
+
+    def subject(self) -> tuple[str, bool]:
+        """A subject and whether it takes the third person singular."""
+        roll = self.rng.random()
+        if roll < 0.3:
+            pronoun = self.pick(["I", "you", "we", "they", "he", "she"])
+            return pronoun, pronoun in ("he", "she")
+        if roll < 0.55:
+            return self.pick(_NAMES), True
+        if roll < 0.8:
+            return f"{self.pick(['the', 'my', 'our', 'their', 'a'])} {self.pick(_PEOPLE)}", True
+        return f"the {self.pick(_ADJECTIVES)} {self.pick(_PEOPLE + _ANIMALS)}", True
+
+    def place(self) -> str:
+        roll = self.rng.random()
+        if roll < 0.6:
+            preposition = self.pick(["in", "near", "behind", "outside", "at", "by", "across"])
+            return f"{preposition} the {self.pick(_LOCATIONS)}"
+        return f"{self.pick(['in', 'from', 'to', 'near'])} {self.pick(_PLACES)}"
+
+    def extras(self) -> str:
+        parts = []
+        if self.rng.random() < 0.4:
+            parts.append(self.place())
+        if self.rng.random() < 0.4:
+            parts.append(self.pick(_TIMES))
+        if self.rng.random() < 0.15:
+            parts.insert(0, self.pick(_ADVERBS))
+        return "".join(" " + part for part in parts)
+
+    def clause(self) -> str:
+        subject, singular = self.subject()
+        roll = self.rng.random()
+        if roll < 0.35:
+            _, past = self.pick(_TRANSITIVE)
+            return f"{subject} {past} {self.noun_phrase()}{self.extras()}"
+        if roll < 0.5:
+            _, past = self.pick(_INTRANSITIVE)
+            return f"{subject} {past}{self.extras()}"
+        if roll < 0.7:
+            base, _ = self.pick(_TRANSITIVE)
+            return f"{subject} {self.pick(_MODALS)} {base} {self.noun_phrase()}{self.extras()}"
+        if roll < 0.85:
+            base, _ = self.pick(_TRANSITIVE + _INTRANSITIVE)
+            verb = _third_person(base) if singular else base
+            rest = f" {self.noun_phrase()}" if (base, _) in _TRANSITIVE else ""
+            return f"{subject} {self.pick(['usually', 'often', 'never', 'always', ''])} {verb}{rest}".replace("  ", " ")
+        copula = ("is" if singular else "are") if subject != "I" else "am"
+        if self.rng.random() < 0.5:
+            copula = ("was" if singular or subject == "I" else "were")
+        adjectives = self.pick(_ADJECTIVES)
+        if self.rng.random() < 0.4:
+            adjectives += f" and {self.pick(_ADJECTIVES)}"
+        return f"{subject} {copula} {self.pick(['very ', 'quite ', 'rather ', 'so ', ''])}{adjectives}"
+
+
+def _statement(g: _Grammar) -> str:
+    return g.clause() + "."
+
+
+def _compound(g: _Grammar) -> str:
+    return f"{g.clause()}, {g.pick(_CONNECT)} {_lower_first(g.clause())}{g.pick(['.', '.', '!'])}"
+
+
+def _subordinate(g: _Grammar) -> str:
+    return f"{g.pick(_OPENERS)} {_lower_first(g.clause())}, {_lower_first(g.clause())}."
+
+
+def _question(g: _Grammar) -> str:
+    roll = g.rng.random()
+    subject, singular = g.subject()
+    base, _ = g.pick(_TRANSITIVE)
+    if roll < 0.3:
+        return f"Did {_lower_first(subject)} {base} {g.noun_phrase()}{g.extras()}?"
+    if roll < 0.55:
+        wh = g.pick(["Where", "Why", "When", "How", "How often"])
+        aux = "does" if singular else "do"
+        return f"{wh} {aux} {_lower_first(subject)} {base} {g.noun_phrase()}?"
+    if roll < 0.8:
+        return f"{g.pick(['Can', 'Could', 'Would', 'Will'])} you {base} {g.noun_phrase()}{g.extras()}?"
+    return f"Is {g.noun_phrase()} still {g.place()}?"
+
+
+def _command(g: _Grammar) -> str:
+    base, _ = g.pick(_TRANSITIVE)
+    opener = g.pick(["Please ", "", "Don't forget to ", "Remember to ", "Try to ", "Never "])
+    return f"{opener}{base} {g.noun_phrase()}{g.extras()}."
+
+
+def _exclamation(g: _Grammar) -> str:
+    adjective = g.pick(_ADJECTIVES)
+    return g.pick([
+        f"What {_article(adjective)} {adjective} {g.noun()}!",
+        f"How {adjective} the {g.pick(_LOCATIONS)} looks {g.pick(_TIMES)}!",
+        f"That {g.noun()} is so {adjective}!",
+    ])
+
+
+def _listing(g: _Grammar) -> str:
+    items = [g.noun_phrase() for _ in range(g.rng.randint(3, 5))]
+    subject, _ = g.subject()
+    _, past = g.pick(_TRANSITIVE)
+    return f"{subject} {past} {', '.join(items[:-1])}, and {items[-1]}."
+
+
+def _long(g: _Grammar) -> str:
+    parts = [g.clause() for _ in range(g.rng.randint(3, 4))]
+    joins = [g.pick([", and ", "; ", ", but ", ", so ", ": ", ", while "]) for _ in parts[1:]]
+    text = parts[0] + "".join(join + _lower_first(part) for join, part in zip(joins, parts[1:]))
+    return text + "."
+
+
+def _numbers(g: _Grammar) -> str:
+    rng = g.rng
+    subject, _ = g.subject()
+    return g.pick([
+        f"{subject} paid ${rng.randint(1, 999)}.{rng.randint(0, 99):02d} for {g.noun_phrase()}.",
+        (f"The {g.pick(['train', 'bus', 'ferry', 'flight', 'meeting'])} leaves at "
+         f"{rng.randint(1, 12)}:{rng.choice(['00', '15', '30', '45', '05', '50'])}."),
+        f"About {rng.randint(2, 99)}% of the {_plural(g.pick(_PEOPLE))} agreed.",
+        f"{subject} lived in {g.pick(_PLACES)} until {rng.randint(1900, 2030)}.",
+        f"There are {rng.randint(2, 9999):,} {_plural(g.noun())} {g.place()}.",
+        f"We met on the {rng.randint(4, 20)}th of {g.pick(_MONTHS)} at {rng.randint(1, 12)} o'clock.",
+        f"Room {rng.randint(100, 999)} is on the {rng.choice(['1st', '2nd', '3rd', '4th', '5th'])} floor.",
+    ])
+
+
+def _reply(g: _Grammar) -> str:
+    return g.pick(_INTERJECTIONS)
+
+
+def _quoted(g: _Grammar) -> str:
+    speaker = g.pick(_NAMES)
+    quote = _statement(g)[:-1]
+    return f'"{quote[:1].upper()}{quote[1:]}," {speaker} {g.pick(["said", "replied", "whispered", "shouted"])}.'
+
+
+_PRODUCTIONS: list[tuple[Callable[[_Grammar], str], float]] = [
+    (_statement, 0.22), (_compound, 0.12), (_subordinate, 0.10), (_question, 0.14),
+    (_command, 0.08), (_exclamation, 0.05), (_listing, 0.05), (_long, 0.06),
+    (_numbers, 0.10), (_reply, 0.04), (_quoted, 0.04),
+]
+
+
+def _lower_first(text: str) -> str:
+    first = text.split(" ", 1)[0]
+    if first in _NAMES or first in _PLACES or first == "I":
+        return text
+    return text[:1].lower() + text[1:]
+
+
+def held_out() -> frozenset[str]:
+    """The project's own sentences, reserved for measuring (never generated)."""
+    from polyvox.asr.sentences import SENTENCES as ASR
+    from polyvox.bench.texts import SENTENCES as BENCH
+
+    return frozenset(ASR) | frozenset(BENCH)
+
+
+def generate_sentences(count: int, seed: int = 0) -> Iterator[str]:
+    """`count` normalized sentences; the same seed always gives the same sequence, and the
+    first n of a longer run equal a run of n."""
+    rng = random.Random(seed)
+    grammar = _Grammar(rng)
+    normalizer = make_normalizer("en")
+    productions, weights = zip(*_PRODUCTIONS)
+    excluded = held_out()
+    produced = 0
+    while produced < count:
+        text = rng.choices(productions, weights)[0](grammar)
+        text = " ".join(text.split())
+        text = text[0].upper() + text[1:]
+        if text in excluded:
+            continue
+        yield normalizer.normalize(text)
+        produced += 1

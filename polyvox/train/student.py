@@ -1,0 +1,214 @@
+"""The student: a Pocket-family FlowLM over the Piper teacher's phonemes and grouped z.
+
+    phoneme ids ──LUT──┐
+    previous step ─────┴─► FlowLM backbone ─► flow-matching head ─► next step latent
+      (G teacher frames,                     └─► EOS logit
+       normalized, G x 192)
+
+One AR step carries `frames_per_step` (G) teacher frames, frame-major: latent[g * 192 + c]
+is channel c of frame g. Latents are generated normalized per channel; `denormalize`
+(the FlowLM's emb_std / emb_mean) gives teacher z back.
+
+Training is teacher forcing over sequences laid out exactly as the engine's KV holds a
+clause (see batches.py): [ids][BOS][l0 .. l_{S-1}]; the input at position k predicts
+l_k and the last input (l_{S-1}) predicts EOS. Losses:
+
+- flow matching: x_t = (1 - t) noise + t x, the head predicts x - noise (pocket-tts'
+  convention: t = 0 is noise); a quarter of the draws take t = 0, the only time a
+  one-step sampler evaluates.
+- EOS: binary cross-entropy on every latent input.
+- guided attention: chosen heads of chosen layers are pushed to attend to the phonemes
+  the teacher speaks during the predicted step (from its durations), -log of the
+  attention mass inside that band. Only training needs the durations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, cast
+
+import torch
+import torch.nn.functional as F
+import yaml
+
+from polyvox.models.layers.attention import NoCache, apply_rope
+from polyvox.models.layers.transformer import TransformerLayer
+from polyvox.models.pocket.config import (
+    BackboneConfig,
+    FlowHeadConfig,
+    FlowLMConfig,
+    LookupTableConfig,
+)
+from polyvox.models.pocket.flow_lm import FlowLM
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "models" / "pocket" / "joe_ar.yaml"
+
+
+@dataclass(frozen=True)
+class StudentConfig:
+    """The FlowLM (pocket-tts' YAML layout) plus what ties it to the teacher."""
+
+    flow_lm: FlowLMConfig
+    frames_per_step: int = 4  # G teacher frames per AR step
+    latent_channels: int = 192  # teacher z channels
+    teacher: str = "en_US-joe-medium"
+    teacher_noise: bool = False
+    default_temperature: float = 1.0
+    default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
+    frames_after_eos: int = 0  # AR steps kept after the EOS step
+    weights_path: str | None = None  # relative to the config file
+    name: str = "joe-ar"
+
+    def __post_init__(self) -> None:
+        if self.frames_per_step < 1:
+            raise ValueError("frames_per_step must be >= 1")
+        if self.flow_lm.flow.type != "flow_matching":
+            raise ValueError("the distilled student trains a flow_matching head only")
+
+    @property
+    def latent_dim(self) -> int:
+        return self.latent_channels * self.frames_per_step
+
+
+def config_from_dict(data: dict[str, Any], name: str = "joe-ar") -> StudentConfig:
+    data = dict(data)
+    flow_lm = dict(data.pop("flow_lm"))
+    built = FlowLMConfig(
+        flow=FlowHeadConfig(**flow_lm.pop("flow")),
+        transformer=BackboneConfig(**flow_lm.pop("transformer")),
+        lookup_table=LookupTableConfig(**flow_lm.pop("lookup_table")),
+        **flow_lm,
+    )
+    data.setdefault("name", name)
+    return StudentConfig(flow_lm=built, **data)
+
+
+def load_config(path: str | Path = DEFAULT_CONFIG) -> StudentConfig:
+    """A student YAML file; its `name` defaults to the file's stem with - for _."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as file:
+        return config_from_dict(yaml.safe_load(file), name=path.stem.replace("_", "-"))
+
+
+def config_to_dict(config: StudentConfig) -> dict[str, Any]:
+    """The YAML-ready form (the inverse of config_from_dict)."""
+    return dataclasses.asdict(config)
+
+
+def build_student(config: StudentConfig) -> FlowLM:
+    """A FlowLM with the student's shapes. It has no voice input; its speaker projection
+    stays a 1-wide placeholder (zero-sized tensors trip seeded init and tooling)."""
+    return FlowLM(config.flow_lm, config.latent_dim, voice_latent_dim=1)
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# --- training --------------------------------------------------------------------------
+
+
+class Batch(NamedTuple):
+    """Teacher-forcing sequences, right-padded to T positions (see batches.py)."""
+
+    tokens: torch.Tensor  # [B, T] phoneme id at text positions (0 elsewhere)
+    is_text: torch.Tensor  # [B, T] bool
+    latents_in: torch.Tensor  # [B, T, D] normalized input latent; NaN = BOS; 0 at text
+    positions: torch.Tensor  # [B, T] absolute positions (padding continues past the end)
+    targets: torch.Tensor  # [B, T, D] normalized latent the position predicts
+    has_target: torch.Tensor  # [B, T] bool
+    eos_targets: torch.Tensor  # [B, T] float, 1 at each sequence's last latent input
+    has_eos: torch.Tensor  # [B, T] bool, latent inputs that count for the EOS loss
+    band_low: torch.Tensor  # [B, T] first sequence index of the spoken phonemes' band
+    band_high: torch.Tensor  # [B, T] last index (inclusive); -1: no guide at this position
+
+
+@dataclass(frozen=True)
+class LossWeights:
+    eos: float = 0.1
+    guide: float = 0.5
+    flow_samples: int = 4  # (t, noise) draws per target, the head is cheap
+    zero_time_fraction: float = 0.25
+    guide_layers: tuple[int, ...] = (1, 2)
+    guide_heads: int = 2  # the first heads of each guided layer
+
+
+def _capture_attention(flow_lm: FlowLM, layers: tuple[int, ...]) -> tuple[list[Any], dict]:
+    """Hooks that keep each guided layer's queries and keys (after RoPE)."""
+    captured: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    handles = []
+    for index in layers:
+        attention = cast(TransformerLayer, flow_lm.transformer.layers[index]).self_attn
+
+        def hook(module: Any, args: tuple, index: int = index) -> None:
+            x, _, _, _, rope = args
+            projected = module.in_proj(x)
+            batch, steps, _ = x.shape
+            query_dim = module.num_heads * module.head_dim
+            q = projected[..., :query_dim].view(batch, steps, module.num_heads, module.head_dim)
+            k = projected[..., query_dim: query_dim + module.kv_heads * module.head_dim]
+            k = k.view(batch, steps, module.kv_heads, module.head_dim)
+            captured[index] = (apply_rope(q, rope), apply_rope(k, rope))
+
+        handles.append(attention.register_forward_pre_hook(hook))
+    return handles, captured
+
+
+def _guide_loss(captured: dict, batch: Batch, num_heads: int) -> torch.Tensor:
+    valid = batch.band_high >= 0  # [B, T]
+    index = torch.arange(batch.tokens.shape[1])
+    in_band = ((index[None, None, :] >= batch.band_low[..., None])
+               & (index[None, None, :] <= batch.band_high[..., None]))  # [B, T, S]
+    causal = batch.positions[:, :, None] >= batch.positions[:, None, :]
+    losses = []
+    for q, k in captured.values():
+        group = q.shape[2] // k.shape[2]
+        q = q[:, :, :num_heads].transpose(1, 2)  # [B, h, T, hd]
+        k = k.repeat_interleave(group, dim=2)[:, :, :num_heads].transpose(1, 2)
+        scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # [B, h, T, S]
+        scores = scores.masked_fill(~causal[:, None], float("-inf"))
+        log_probs = scores.log_softmax(dim=-1)
+        band = log_probs.masked_fill(~in_band[:, None], float("-inf")).logsumexp(dim=-1)
+        losses.append(-band.transpose(1, 2)[valid].mean())
+    return torch.stack(losses).mean()
+
+
+def teacher_forcing(flow_lm: FlowLM, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The backbone over whole sequences, as FlowLM.prefill + FlowLM.step compute it one
+    position at a time: (head conditioning [B, T, d], EOS logits [B, T])."""
+    latents = torch.where(torch.isnan(batch.latents_in), flow_lm.bos_emb, batch.latents_in)
+    text = flow_lm.embed_text(batch.tokens)  # [B, T, d]
+    x = torch.where(batch.is_text[..., None], text, flow_lm.input_linear(latents))
+    hidden = flow_lm.out_norm(flow_lm.transformer(x, batch.positions, NoCache()))
+    if flow_lm.z_proj is not None:
+        hidden = flow_lm.z_proj(hidden)
+    return hidden, flow_lm.out_eos(hidden)[..., 0]
+
+
+def student_losses(flow_lm: FlowLM, batch: Batch, weights: LossWeights,
+                   generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """The losses of one teacher-forcing batch; "total" is what to minimize."""
+    handles, captured = _capture_attention(flow_lm, weights.guide_layers if weights.guide else ())
+    try:
+        hidden, eos_logits = teacher_forcing(flow_lm, batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+    eos = F.binary_cross_entropy_with_logits(eos_logits[batch.has_eos],
+                                             batch.eos_targets[batch.has_eos])
+    cond = hidden[batch.has_target].repeat(weights.flow_samples, 1)  # [M * k, d]
+    target = batch.targets[batch.has_target].repeat(weights.flow_samples, 1)  # [M * k, D]
+    noise = torch.randn(target.shape, generator=generator)
+    t = torch.rand(target.shape[0], 1, generator=generator)
+    t = t.masked_fill(torch.rand(t.shape, generator=generator) < weights.zero_time_fraction, 0.0)
+    velocity = flow_lm.flow_net(cond, t, (1 - t) * noise + t * target)
+    flow = F.mse_loss(velocity, target - noise)
+    losses = {"flow": flow, "eos": eos}
+    total = flow + weights.eos * eos
+    if captured:
+        losses["guide"] = _guide_loss(captured, batch, weights.guide_heads)
+        total = total + weights.guide * losses["guide"]
+    losses["total"] = total
+    return losses

@@ -1,0 +1,246 @@
+"""The distilled student behind the engine's stage protocol (polyvox.models.base).
+
+    clause text ─► teacher's phonemizer ─► phoneme ids ─► prefill (paged KV)
+    step: FlowLM + flow-matching head ─► one grouped latent (G teacher frames) + EOS logit
+    decode: grouped latents ─► denormalize, ungroup ─► teacher z [192, N * G]
+            ─► teacher's HiFi-GAN in windows (history + lookahead, as PiperFamily)
+
+The engine counts latents in AR steps, so history and lookahead are whole steps (3 steps
+= 12 frames for G = 4, at least the 10 frames of context HiFi-GAN needs either side). Each
+clause is its own utterance for the decoder (fresh state per clause), as in the teacher,
+whose every training utterance starts and ends in silence; the KV context still chains
+clauses unless the engine runs in pocket mode.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from polyvox.models.base import AudioFormat, ClausePlan, KVSpec
+from polyvox.models.layers.attention import ContiguousKV, KVStore
+from polyvox.models.pocket.flow_lm import FlowLM
+from polyvox.models.pocket.weights import random_init
+from polyvox.text.clauses import split_text
+from polyvox.train.batches import ungroup_frames
+from polyvox.train.checkpoints import load_student
+from polyvox.train.student import DEFAULT_CONFIG, StudentConfig, build_student, load_config
+
+if TYPE_CHECKING:
+    from polyvox.models.piper.hifigan import HiFiGan
+    from polyvox.models.piper.phonemes import Phonemizer
+
+logger = logging.getLogger(__name__)
+DECODER_CONTEXT_FRAMES = 10  # HiFi-GAN's reach either side (docs/piper.md)
+MIN_STEPS_BEFORE_EOS = 6  # the engine's rule (polyvox.engine.engine)
+MAX_FRAMES_PER_ID = 4  # length cap: the teacher averages ~2.2 frames per id
+PADDING_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class StudentParams:
+    """Per-request settings. None means the config's default."""
+
+    seed: int = 0
+    temperature: float | None = None
+    eos_threshold: float | None = None
+    frames_after_eos: int | None = None
+    sampler_steps: int = 1
+
+    def __post_init__(self) -> None:
+        if self.temperature is not None and not 0 <= self.temperature <= 10:
+            raise ValueError("temperature must be between 0 and 10")
+        if self.sampler_steps < 1:
+            raise ValueError("sampler_steps must be >= 1")
+
+
+@dataclass(frozen=True)
+class _EmptyVoice:
+    k: torch.Tensor
+    v: torch.Tensor
+    name: str = "default"
+
+    @property
+    def length(self) -> int:
+        return int(self.k.shape[1])
+
+
+class StudentFamily:
+    is_autoregressive = True
+    resets_decoder_per_clause = True
+    fade_in_samples = 0  # utterances start in silence, as the teacher's
+
+    def __init__(self, config: StudentConfig, flow_lm: FlowLM, phonemizer: Phonemizer,
+                 hifigan: HiFiGan, is_random: bool = False) -> None:
+        # NOTE: `student`, not `config`: polyvox bench reads `family.config` as a PocketConfig.
+        self.student, self.flow_lm = config, flow_lm.eval()
+        self.phonemizer, self.hifigan, self.is_random = phonemizer, hifigan, is_random
+        group, hop = config.frames_per_step, hifigan.hop_length
+        self.frames_per_step, self.channels = group, config.latent_channels
+        sample_rate = phonemizer.config.sample_rate
+        self.audio = AudioFormat(sample_rate, sample_rate / (hop * group), hop * group)
+        backbone = config.flow_lm.transformer
+        self.kv_shape = (backbone.num_layers, backbone.kv_heads, backbone.head_dim)
+        self.kv_spec = KVSpec(*self.kv_shape, dtype=torch.float32)
+        self.latent_dim = config.latent_dim
+        self.decoder_history = self.decoder_lookahead = math.ceil(DECODER_CONTEXT_FRAMES / group)
+
+    @property
+    def sample_rate(self) -> int:
+        return self.audio.sample_rate
+
+    def empty_voice(self) -> _EmptyVoice:
+        empty = torch.zeros(self.kv_shape[0], 0, *self.kv_shape[1:])
+        return _EmptyVoice(empty, empty.clone())
+
+    # --- text ----------------------------------------------------------------------------
+
+    def phoneme_ids(self, text: str) -> list[int]:
+        """A clause's ids; espeak sentences are merged into one (inner EOS/BOS dropped)."""
+        sentences = self.phonemizer.text_to_ids(text)
+        ids: list[int] = []
+        for index, sentence in enumerate(sentences):
+            start = 2 if index else 0  # BOS PAD of the following sentences
+            end = len(sentence) - 1 if index < len(sentences) - 1 else len(sentence)
+            ids.extend(sentence[start:end])
+        return ids
+
+    def count_tokens(self, text: str) -> int:
+        """Phoneme ids (about 5 per word): what the clause takes in the KV cache."""
+        return len(self.phoneme_ids(text))
+
+    def split_like_reference(self, text: str, max_tokens: int) -> list[str]:
+        return split_text(text, self.count_tokens, max_tokens)
+
+    def make_params(self, seed: int = 0, temperature: float | None = None,
+                    speed: float = 1.0) -> StudentParams:
+        if speed != 1.0:
+            raise ValueError(f"pocket/{self.student.name} cannot change speed; use speed 1.0")
+        return StudentParams(seed=seed, temperature=temperature)
+
+    def plan_clause(self, text: str, params: StudentParams) -> ClausePlan:
+        ids = self.phoneme_ids(text)
+        if not ids:
+            raise ValueError("the clause has nothing to speak")
+        after = params.frames_after_eos
+        after = self.student.frames_after_eos if after is None else after
+        return ClausePlan(torch.tensor(ids, dtype=torch.long), after, self.max_steps(len(ids)))
+
+    def eos_threshold(self, params: StudentParams) -> float:
+        if params.eos_threshold is None:
+            return self.student.default_eos_threshold
+        return params.eos_threshold
+
+    def sample_noise(self, generator: torch.Generator, params: StudentParams) -> torch.Tensor:
+        temperature = params.temperature
+        temperature = self.student.default_temperature if temperature is None else temperature
+        return torch.empty(self.latent_dim).normal_(0.0, temperature**0.5, generator=generator)
+
+    # --- stages ------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def prefill_tokens(self, tokens: torch.Tensor, positions: torch.Tensor, kv: KVStore) -> None:
+        self.flow_lm.prefill(self.flow_lm.embed_text(tokens)[None], positions, kv)
+
+    @torch.no_grad()
+    def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
+                   noise: torch.Tensor, sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.flow_lm.step(latents, positions, kv, noise, sampler_steps)
+
+    def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"history": (self.channels, self.decoder_history * self.frames_per_step)}
+
+    def new_decoder_state(self, batch_size: int = 1) -> dict[str, torch.Tensor]:
+        return {"history": torch.zeros(batch_size, *self.decoder_state_shapes()["history"])}
+
+    @torch.no_grad()
+    def decode(self, latents: torch.Tensor, state: dict[str, torch.Tensor],
+               num_frames: int | None = None, history: int = 0) -> torch.Tensor:
+        """latents [B, N + L, D]: N new steps then L lookahead steps; `history` steps of the
+        slot's past are prepended. Returns PCM [B, N * samples_per_frame] (new only)."""
+        steps = latents.shape[1] if num_frames is None else num_frames
+        group = self.frames_per_step
+        z = ungroup_frames(self.flow_lm.denormalize(latents), self.channels).transpose(1, 2)
+        kept = state["history"].shape[2]
+        past = state["history"][:, :, kept - history * group:] if history else z[:, :, :0]
+        audio = self.hifigan(torch.cat([past, z], dim=2))  # [B, (h + N + L) * G * hop]
+        hop = self.audio.samples_per_frame  # per step
+        state["history"] = torch.cat([state["history"], z[:, :, : steps * group]], 2)[:, :, -kept:]
+        return audio[:, history * hop: (history + steps) * hop]
+
+    # --- one request, offline ------------------------------------------------------------
+
+    @torch.no_grad()
+    def clause_latents(self, ids: torch.Tensor, kv: ContiguousKV, params: StudentParams,
+                       generator: torch.Generator) -> torch.Tensor:
+        """Generate one clause into `kv` (the engine's EOS rule); returns [S, D]."""
+        plan_after = self.student.frames_after_eos if params.frames_after_eos is None \
+            else params.frames_after_eos
+        self.flow_lm.prefill(self.flow_lm.embed_text(ids)[None], kv.next_positions(len(ids)), kv)
+        kv.commit()
+        latent = torch.full((1, self.latent_dim), float("nan"))
+        frames: list[torch.Tensor] = []
+        eos_at = None
+        for index in range(self.max_steps(len(ids))):
+            noise = self.sample_noise(generator, params)[None]
+            latent, logit = self.flow_lm.step(latent, kv.next_positions(1)[:, 0], kv, noise,
+                                              params.sampler_steps)
+            kv.commit()
+            if eos_at is None and index >= MIN_STEPS_BEFORE_EOS \
+                    and float(logit) > self.eos_threshold(params):
+                eos_at = index
+            if eos_at is not None and index >= eos_at + plan_after:
+                break
+            frames.append(latent[0])
+        return torch.stack(frames) if frames else torch.zeros(0, self.latent_dim)
+
+    def max_steps(self, num_ids: int) -> int:
+        """The length cap of a clause of `num_ids` phoneme ids, in AR steps."""
+        return math.ceil(num_ids * MAX_FRAMES_PER_ID / self.frames_per_step
+                         + PADDING_SECONDS * self.audio.frame_rate)
+
+    @torch.no_grad()
+    def synthesize(self, text: str, seed: int = 0, max_tokens: int = 400,
+                   params: StudentParams | None = None) -> torch.Tensor:
+        """The whole text as PCM [N]: clauses chained in one context, each decoded whole."""
+        params = params or StudentParams(seed=seed)
+        generator = torch.Generator().manual_seed(params.seed)
+        kv = ContiguousKV(*self.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
+        pieces = []
+        for clause in split_text(text, self.count_tokens, max_tokens):
+            ids = torch.tensor(self.phoneme_ids(clause), dtype=torch.long)
+            latents = self.clause_latents(ids, kv, params, generator)
+            if len(latents):
+                pieces.append(self.decode(latents[None], self.new_decoder_state())[0])
+        return torch.cat(pieces) if pieces else torch.zeros(0)
+
+
+def load_student_family(config: str | Path = DEFAULT_CONFIG, weights: str | Path | None = None,
+                        seed: int = 0, device: str | torch.device = "cpu") -> StudentFamily:
+    """The student with the teacher's phonemizer and HiFi-GAN. Without weights (none given,
+    none named by the config) it gets seeded random weights: it runs, but speaks noise."""
+    from polyvox.models.piper.hifigan import HiFiGan
+    from polyvox.models.piper.onnx_graph import load_vits_graph
+    from polyvox.models.piper.phonemes import Phonemizer
+    from polyvox.models.piper.voice_files import voice_files
+
+    student = load_config(config)
+    is_random = weights is None and student.weights_path is None
+    if is_random:
+        flow_lm = build_student(student)
+        random_init(nn.ModuleDict({"flow_lm": flow_lm}), seed)
+        logger.warning("no weights for pocket/%s: random weights (seed %d), audio will be noise",
+                       student.name, seed)
+    else:
+        student, flow_lm = load_student(config, weights)
+    files = voice_files(None)
+    hifigan = HiFiGan.from_vits(load_vits_graph(str(files.onnx_path))).eval()
+    family = StudentFamily(student, flow_lm.to(device), Phonemizer(files.read_config()),
+                           hifigan.to(device), is_random=is_random)
+    return family

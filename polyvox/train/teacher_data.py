@@ -1,0 +1,191 @@
+"""Teacher data: the Piper joe voice run over generated sentences, kept for distillation.
+
+    python -m polyvox.train.teacher_data --out DIR --sentences N [--noise] [--seed S]
+
+For each sentence the teacher's phonemizer gives one id sequence per espeak sentence (an
+utterance); for each utterance the front gives per-id durations and the latent z
+[T, 192] at 86.13 frames/s. Utterances are written in shards of `shard_size` sentences:
+
+    DIR/manifest.json            settings (a resumed run must use the same ones)
+    DIR/shard-00000.safetensors  ids, durations [sum N] int16 + id_offsets [U + 1];
+                                 z [sum T, 192] float16 + frame_offsets [U + 1];
+                                 source [U] (sentence index in the shard);
+                                 metadata "texts": the shard's sentences (JSON)
+
+Resumable: shards are written whole (temporary file, then rename) and a rerun skips the
+shards already there. Each sentence's noise comes from its own generator seeded by
+(seed, sentence index), so a shard is the same whichever run writes it. The default is
+the noise-free teacher (noise scale and duration noise 0): z is then a function of the
+text, the easiest target for a small student (docs/distill.md says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+import safetensors.torch
+import torch
+
+from polyvox.train.sentences import generate_sentences
+
+if TYPE_CHECKING:
+    from polyvox.models.piper.model import PiperModel
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class TeacherDataConfig:
+    num_sentences: int
+    seed: int = 0
+    shard_size: int = 256
+    noise: bool = False  # False: noise-free teacher; True: its default noise, seeded
+    teacher: str = "en_US-joe-medium"
+
+    def __post_init__(self) -> None:
+        if self.num_sentences < 1 or self.shard_size < 1:
+            raise ValueError("num_sentences and shard_size must be >= 1")
+
+    @property
+    def num_shards(self) -> int:
+        return -(-self.num_sentences // self.shard_size)
+
+
+class Utterance(NamedTuple):
+    """One teacher utterance (one espeak sentence)."""
+
+    ids: torch.Tensor  # [N] int64 phoneme ids (BOS PAD p PAD ... EOS)
+    durations: torch.Tensor  # [N] int64 frames per id, summing to T
+    z: torch.Tensor  # [T, 192] float16 teacher latents
+    text: str  # the sentence it came from
+
+
+def shard_path(out: Path, index: int) -> Path:
+    return out / f"shard-{index:05d}.safetensors"
+
+
+def sentence_generator(seed: int, index: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed * 1_000_003 + index)
+
+
+def teacher_utterances(teacher: PiperModel, text: str, noise: bool,
+                       generator: torch.Generator) -> list[Utterance]:
+    """Run the teacher over one sentence."""
+    scales = teacher.scales(1.0, noise)
+    utterances = []
+    for ids in teacher.sentence_ids(text):
+        out = teacher.latents(ids, scales, generator)
+        if int(out.durations.sum()) != out.latents.shape[1]:
+            raise RuntimeError(f"teacher durations do not sum to its frames for {text!r}")
+        utterances.append(Utterance(torch.tensor(ids), out.durations.long(),
+                                    out.latents.t().half().contiguous(), text))
+    return utterances
+
+
+def write_shard(path: Path, texts: list[str], utterances: list[list[Utterance]]) -> None:
+    """utterances[i] are the utterances of texts[i]. Written atomically."""
+    flat = [(index, u) for index, group in enumerate(utterances) for u in group]
+    id_lengths = torch.tensor([0] + [len(u.ids) for _, u in flat])
+    frame_lengths = torch.tensor([0] + [u.z.shape[0] for _, u in flat])
+    tensors = {
+        "ids": torch.cat([u.ids for _, u in flat]).to(torch.int16),
+        "durations": torch.cat([u.durations for _, u in flat]).to(torch.int16),
+        "id_offsets": torch.cumsum(id_lengths, 0),
+        "z": torch.cat([u.z for _, u in flat]),
+        "frame_offsets": torch.cumsum(frame_lengths, 0),
+        "source": torch.tensor([index for index, _ in flat], dtype=torch.int32),
+    }
+    temporary = path.with_suffix(".tmp")
+    safetensors.torch.save_file(tensors, str(temporary), metadata={"texts": json.dumps(texts)})
+    temporary.rename(path)
+
+
+def read_shard(path: Path) -> list[Utterance]:
+    with safetensors.safe_open(str(path), "pt") as handle:
+        texts = json.loads(handle.metadata()["texts"])
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    id_offsets, frame_offsets = tensors["id_offsets"].tolist(), tensors["frame_offsets"].tolist()
+    return [
+        Utterance(tensors["ids"][id_offsets[i]: id_offsets[i + 1]].long(),
+                  tensors["durations"][id_offsets[i]: id_offsets[i + 1]].long(),
+                  tensors["z"][frame_offsets[i]: frame_offsets[i + 1]],
+                  texts[int(tensors["source"][i])])
+        for i in range(len(id_offsets) - 1)
+    ]
+
+
+def read_data(out: Path) -> list[Utterance]:
+    """Every utterance of a data directory, shard by shard."""
+    shards = sorted(Path(out).glob("shard-*.safetensors"))
+    if not shards:
+        raise FileNotFoundError(f"no teacher data in {out}: run python -m "
+                                "polyvox.train.teacher_data --out DIR --sentences N first")
+    return [u for shard in shards for u in read_shard(shard)]
+
+
+def _check_manifest(out: Path, config: TeacherDataConfig) -> None:
+    path = out / MANIFEST
+    wanted = asdict(config)
+    if path.exists():
+        found = json.loads(path.read_text())
+        for key in ("seed", "shard_size", "noise", "teacher"):
+            if found.get(key) != wanted[key]:
+                raise ValueError(f"{out} holds data made with {key}={found.get(key)!r}, not "
+                                 f"{wanted[key]!r}: use another --out or the same settings")
+    path.write_text(json.dumps(wanted, indent=2) + "\n")
+
+
+def generate(out: Path, config: TeacherDataConfig, teacher: PiperModel | None = None,
+             log: bool = True) -> list[Path]:
+    """Write the missing shards of `config` under `out`; returns every shard path."""
+    out.mkdir(parents=True, exist_ok=True)
+    _check_manifest(out, config)
+    sentences = list(generate_sentences(config.num_sentences, config.seed))
+    paths = []
+    for shard in range(config.num_shards):
+        path = shard_path(out, shard)
+        paths.append(path)
+        if path.exists():
+            continue
+        if teacher is None:
+            from polyvox.models.piper.model import PiperModel
+
+            teacher = PiperModel.load(num_threads=1)
+        start = time.monotonic()
+        first = shard * config.shard_size
+        texts = sentences[first: first + config.shard_size]
+        groups = [teacher_utterances(teacher, text, config.noise,
+                                     sentence_generator(config.seed, first + offset))
+                  for offset, text in enumerate(texts)]
+        write_shard(path, texts, groups)
+        if log:
+            frames = sum(u.z.shape[0] for group in groups for u in group)
+            seconds = frames * teacher.hifigan.hop_length / teacher.sample_rate
+            print(f"{path.name}: {len(texts)} sentences, {seconds:.0f} s of audio in "
+                  f"{time.monotonic() - start:.1f} s", flush=True)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run the Piper teacher over generated "
+                                                 "sentences and store its latents.")
+    parser.add_argument("--out", type=Path, required=True, help="data directory")
+    parser.add_argument("--sentences", type=int, required=True, help="number of sentences")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shard-size", type=int, default=256)
+    parser.add_argument("--noise", action="store_true",
+                        help="the teacher's default noise (seeded) instead of none")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    config = TeacherDataConfig(args.sentences, args.seed, args.shard_size, args.noise)
+    generate(args.out, config)
+
+
+if __name__ == "__main__":
+    main()
