@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from polyvox.config import EngineConfig
+from polyvox.engine.allocator import keep_freed_memory
 from polyvox.engine.decoder_pool import DecoderSlotPool
 from polyvox.engine.kv_cache import BlockManager, BlockTable, PagedKVCache
 from polyvox.engine.runner import DecodeItem, Runner
@@ -45,6 +46,7 @@ class Engine:
     def __init__(self, family: ModelFamily, config: EngineConfig | None = None,
                  device: str | torch.device = "cpu") -> None:
         self.family, self.config = family, config or EngineConfig()
+        keep_freed_memory()
         spec = family.kv_spec
         per_block = PagedKVCache.bytes_per_block(spec.num_layers, spec.kv_heads, spec.head_dim,
                                                  self.config.block_size, spec.dtype)

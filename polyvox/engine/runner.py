@@ -43,6 +43,17 @@ class Runner:
     def __init__(self, family: ModelFamily, cache: PagedKVCache, slots: DecoderSlotPool) -> None:
         self.family, self.cache, self.slots = family, cache, slots
         self.device = cache.k.device
+        self._workspace: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def _gather_buffers(self, rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gather buffers for [rows, width] keys, grown (never shrunk) and reused."""
+        needed = rows * width
+        if self._workspace is None or self._workspace[0].shape[0] < needed:
+            shape = (max(needed, 2 * (self._workspace[0].shape[0] if self._workspace else 0)),
+                     *self.cache.k.shape[2:])
+            self._workspace = (torch.empty(shape, dtype=self.cache.k.dtype, device=self.device),
+                               torch.empty(shape, dtype=self.cache.k.dtype, device=self.device))
+        return self._workspace[0][:needed], self._workspace[1][:needed]
 
     def _long(self, values: list[int]) -> torch.Tensor:
         return torch.tensor(values, dtype=torch.long, device=self.device)
@@ -65,6 +76,7 @@ class Runner:
             return [self.family.clause_latents(self._clause_text(item), item.request.params,
                                                item.request.generator) for item in items]
         read_slots, read_positions = self._reads([item.request for item in items])
+        num_keys = sum(len(row) for row in read_slots)
         kv = PagedKV(
             self.cache.k, self.cache.v,
             write_slots=self._long([s for item in items for s in item.slots]),
@@ -72,6 +84,7 @@ class Runner:
             read_positions=self._long([p for row in read_positions for p in row])[None],
             allowed=packed_allowed([len(item.slots) for item in items],
                                    [len(row) for row in read_slots]).to(self.device),
+            workspace=self._gather_buffers(1, num_keys),
         )
         tokens = torch.cat([item.tokens for item in items]).to(self.device)
         positions = self._long([p for item in items for p in item.positions])[None]
@@ -94,11 +107,13 @@ class Runner:
             batch = [items[i] for i in indices]
             requests = [item.request for item in batch]
             read_slots, read_positions = self._reads(requests)
+            padded = pad_rows(read_slots, fill=batch[0].slot).to(self.device)
             kv = PagedKV(
                 self.cache.k, self.cache.v,
                 write_slots=self._long([item.slot for item in batch]),
-                read_slots=pad_rows(read_slots, fill=batch[0].slot).to(self.device),
+                read_slots=padded,
                 read_positions=pad_rows(read_positions, fill=-1).to(self.device),
+                workspace=self._gather_buffers(*padded.shape),
             )
             nan = torch.full((self.family.latent_dim,), float("nan"), device=self.device)
             latents = torch.stack([r.last_latent if r.last_latent is not None else nan

@@ -72,6 +72,10 @@ class _EmptyVoice:
 
 
 class StudentFamily:
+    """The engine's stage protocol for a distilled student (see the module docstring).
+    Latents are counted in AR steps of `frames_per_step` teacher frames; so are
+    `decoder_history` and `decoder_lookahead`. Tokens are the teacher's phoneme ids."""
+
     is_autoregressive = True
     resets_decoder_per_clause = True
     fade_in_samples = 0  # utterances start in silence, as the teacher's
@@ -112,7 +116,7 @@ class StudentFamily:
         return ids
 
     def count_tokens(self, text: str) -> int:
-        """Phoneme ids (about 5 per word): what the clause takes in the KV cache."""
+        """Phoneme ids (~13 per word: phonemes, PADs, stress marks): the clause's KV size."""
         return len(self.phoneme_ids(text))
 
     def split_like_reference(self, text: str, max_tokens: int) -> list[str]:
