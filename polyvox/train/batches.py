@@ -48,8 +48,8 @@ class LatentStats:
     @staticmethod
     def of(utterances: list[Utterance], frames_per_step: int) -> LatentStats:
         total = sum(u.z.shape[0] for u in utterances)
-        mean = sum(u.z.double().sum(0) for u in utterances) / total  # [C]
-        square = sum(((u.z.double() - mean) ** 2).sum(0) for u in utterances)
+        mean = torch.stack([u.z.double().sum(0) for u in utterances]).sum(0) / total  # [C]
+        square = torch.stack([((u.z.double() - mean) ** 2).sum(0) for u in utterances]).sum(0)
         std = (square / (total - 1)).sqrt().clamp_min(1e-3)
         return LatentStats(mean.float().repeat(frames_per_step),
                            std.float().repeat(frames_per_step))
