@@ -48,6 +48,15 @@ def _synthesize(model, args: argparse.Namespace):  # type: ignore[no-untyped-def
     return model.synthesize(args.text, seed=args.seed)
 
 
+def _train(args: argparse.Namespace) -> int:
+    if args.what == "distill":
+        from polyvox.train.distill import main as step
+    else:
+        from polyvox.train.teacher_data import main as step
+    step(args.rest)
+    return 0
+
+
 def _models(args: argparse.Namespace) -> int:
     from polyvox.models.registry import model_names
 
@@ -79,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parser(commands)
     add_serve_parser(commands)
+    train = commands.add_parser("train", help="train our own voices (see docs/distill.md)")
+    train.add_argument("what", choices=["distill", "teacher-data"])
+    train.add_argument("rest", nargs=argparse.REMAINDER, help="options of that step")
+    train.set_defaults(func=_train)
     return parser
 
 

@@ -1,5 +1,7 @@
 """Model names -> loaded models.
 
+    pocket/joe-ar            our own AR voice distilled from Piper joe (untrained weights until
+                             a trained checkpoint ships; see docs/distill.md)
     pocket/<config>          a Pocket TTS config (e.g. pocket/english, pocket/english_2m)
     pocket:<file.yaml>       a Pocket TTS config file
     piper/joe                the Piper en_US-joe-medium voice (needs polyvox[piper])
@@ -16,12 +18,16 @@ DEFAULT_MODEL = "piper/joe"
 def model_names() -> list[str]:
     from polyvox.models.pocket.loader import preset_names
 
-    return ["piper/joe"] + [f"pocket/{name}" for name in preset_names()]
+    return ["piper/joe", "pocket/joe-ar"] + [f"pocket/{name}" for name in preset_names()]
 
 
 def load_model(name: str, weights: str | None = None, tokenizer: str | None = None,
                seed: int = 0, device: str = "cpu") -> Any:
     """Load a model by name; raises ValueError with the known names when unknown."""
+    if name == "pocket/joe-ar":
+        from polyvox.train.student_family import load_student_family
+
+        return load_student_family(weights=weights, seed=seed, device=device)
     if name.startswith("pocket/") or name.startswith("pocket:"):
         from polyvox.models.pocket.loader import load_pocket
 

@@ -72,6 +72,10 @@ class _EmptyVoice:
 
 
 class StudentFamily:
+    #: Its tokens are phoneme ids (~13 per word): clauses are capped much higher than
+    #: the engine's default of 50 text pieces.
+    preferred_max_clause_tokens = 350
+
     """The engine's stage protocol for a distilled student (see the module docstring).
     Latents are counted in AR steps of `frames_per_step` teacher frames; so are
     `decoder_history` and `decoder_lookahead`. Tokens are the teacher's phoneme ids."""
