@@ -65,8 +65,21 @@ class AsyncEngine:
                     self._deliver(AudioChunk(request_id, _empty(), 0, 0, 0.0, is_last=True,
                                              error=f"engine failure: {error!r}"))
                 continue
-            for chunk in chunks:
-                self._deliver(chunk)
+            self._deliver_all(chunks)
+
+    def _deliver_all(self, chunks: list[AudioChunk]) -> None:
+        """Hand a step's chunks to their streams with one wake-up per event loop: every
+        wake-up steals a core from the engine's parallel kernels."""
+        batches: dict[asyncio.AbstractEventLoop, list[tuple[Any, AudioChunk]]] = {}
+        for chunk in chunks:
+            target = self._streams.get(chunk.request_id)
+            if target is None:
+                continue
+            if chunk.is_last:
+                self._streams.pop(chunk.request_id, None)
+            batches.setdefault(target[0], []).append((target[1], chunk))
+        for loop, items in batches.items():
+            loop.call_soon_threadsafe(_put_all, items)
 
     def _deliver(self, chunk: AudioChunk) -> None:
         target = self._streams.get(chunk.request_id)
@@ -143,6 +156,11 @@ class AsyncEngine:
         self._streams.pop(request_id, None)
         self._commands.put(lambda: self.engine.abort(request_id))
         self._wake.set()
+
+
+def _put_all(items: list[tuple[Any, AudioChunk]]) -> None:
+    for queue_, chunk in items:
+        queue_.put_nowait(chunk)
 
 
 def _set_result(future: asyncio.Future[Any], value: Any) -> None:

@@ -62,6 +62,8 @@ class Scheduler:
     def plan_decodes(self, candidates: list[Request] | None = None) -> list[DecodeItem]:
         lookahead = getattr(self.family, "decoder_lookahead", 0)
         max_history = getattr(self.family, "decoder_history", 0)
+        now = time.monotonic()
+        frame_seconds = 1.0 / self.family.audio.frame_rate
         items = []
         for request in candidates if candidates is not None else self.running:
             pending = len(request.pending_latents)
@@ -69,6 +71,14 @@ class Scheduler:
                 continue
             size = self.config.first_chunk_frames if request.num_chunks == 0 \
                 else self.config.chunk_frames
+            if request.first_audio_time is not None and pending - lookahead >= 1:
+                # NOTE: a listener close to running dry gets what is ready now rather than
+                # a full chunk later: chunks grow only as the stream builds up slack. A
+                # stream already behind (overload) keeps full chunks: they cost less.
+                played = now - request.first_audio_time
+                slack = request.audio_seconds(self.family.audio.sample_rate) - played
+                if 0 <= slack < self.config.chunk_frames * frame_seconds:
+                    size = min(size, pending - lookahead)
             history = min(max_history, request.clause_frames_decoded)
             if request.clause_ends:  # a finished clause: no more frames will come for it
                 until_end = request.clause_ends[0] - request.frames_decoded
