@@ -29,6 +29,9 @@ class EngineConfig:
     max_queued: int = 1024  # waiting requests beyond this are refused by add_request
     num_decoder_slots: int | None = None  # None: max_running
     prefill_token_budget: int = 1024  # tokens packed into one prefill batch
+    # Non-autoregressive families (Piper) compute a whole clause per prefill, one request at
+    # a time: a cap keeps a burst of new requests from starving running streams' decoding.
+    max_clause_prefills_per_step: int = 4
     first_chunk_frames: int = 1  # small first chunk for time-to-first-audio
     chunk_frames: int = 4  # later chunks
     context_window: int = 384  # own positions kept across clauses (chained mode)

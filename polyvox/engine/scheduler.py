@@ -136,6 +136,8 @@ class Scheduler:
                 self._fail(request, f"bad clause {text!r}: {error}")
                 continue
             if not self.family.is_autoregressive:
+                if len(items) >= self.config.max_clause_prefills_per_step:
+                    break
                 self._start_clause_context(request)
                 request.pending_clauses.popleft()
                 request.clause = Clause(plan.tokens, 0, 0)
