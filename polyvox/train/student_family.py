@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from polyvox.models.base import AudioFormat, ClausePlan, KVSpec
-from polyvox.models.layers.attention import ContiguousKV, KVStore
-from polyvox.models.pocket.flow_lm import FlowLM
+from polyvox.models.layers.attention import ContiguousKV
+from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
 from polyvox.models.pocket.weights import random_init
 from polyvox.text.clauses import split_text
 from polyvox.train.batches import ungroup_frames
@@ -71,7 +71,7 @@ class _EmptyVoice:
         return int(self.k.shape[1])
 
 
-class StudentFamily:
+class StudentFamily(FlowLMStages):
     #: Its tokens are phoneme ids (~13 per word): clauses are capped much higher than
     #: the engine's default of 50 text pieces.
     preferred_max_clause_tokens = 350
@@ -151,15 +151,6 @@ class StudentFamily:
         return torch.empty(self.latent_dim).normal_(0.0, temperature**0.5, generator=generator)
 
     # --- stages ------------------------------------------------------------------------
-
-    @torch.no_grad()
-    def prefill_tokens(self, tokens: torch.Tensor, positions: torch.Tensor, kv: KVStore) -> None:
-        self.flow_lm.prefill(self.flow_lm.embed_text(tokens)[None], positions, kv)
-
-    @torch.no_grad()
-    def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
-                   noise: torch.Tensor, sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.flow_lm.step(latents, positions, kv, noise, sampler_steps)
 
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"history": (self.channels, self.decoder_history * self.frames_per_step)}

@@ -122,3 +122,21 @@ class FlowLM(nn.Module):
     def denormalize(self, latents: torch.Tensor) -> torch.Tensor:
         """Generated latents -> the Mimi decoder's input space."""
         return latents * self.emb_std + self.emb_mean
+
+
+class FlowLMStages:
+    """The autoregressive stages of the engine's protocol for any family built on a FlowLM
+    (held as `self.flow_lm`): Pocket TTS and our distilled student."""
+
+    flow_lm: FlowLM
+
+    @torch.no_grad()
+    def prefill_tokens(self, tokens: torch.Tensor, positions: torch.Tensor, kv: KVStore) -> None:
+        """tokens [N] packed, positions [1, N]: write their KV."""
+        self.flow_lm.prefill(self.flow_lm.embed_text(tokens)[None], positions, kv)
+
+    @torch.no_grad()
+    def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
+                   noise: torch.Tensor, sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """latents [B, D] (NaN rows: first step), positions [B], noise [B, D]."""
+        return self.flow_lm.step(latents, positions, kv, noise, sampler_steps)

@@ -21,11 +21,10 @@ import torch
 from torch import nn
 
 from polyvox.models.base import AudioFormat, ClausePlan, KVSpec
-from polyvox.models.layers.attention import KVStore
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.pocket.config import PocketConfig
 from polyvox.models.pocket.convs import DecoderState
-from polyvox.models.pocket.flow_lm import FlowLM
+from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
 from polyvox.models.pocket.mimi import Mimi
 from polyvox.models.pocket.text import Tokenizer, prepare_text, split_into_chunks
 from polyvox.models.pocket.voice import VoicePrefix, end_on_pause, resample
@@ -64,7 +63,7 @@ class PocketModules(nn.Module):
         self.mimi = Mimi(config.mimi)
 
 
-class PocketTTS:
+class PocketTTS(FlowLMStages):
     def __init__(self, config: PocketConfig, modules: PocketModules, tokenizer: Tokenizer,
                  is_random: bool) -> None:
         self.config, self.modules, self.tokenizer = config, modules, tokenizer
@@ -179,15 +178,6 @@ class PocketTTS:
 
     def sample_noise(self, generator: torch.Generator, params: GenerationParams) -> torch.Tensor:
         return self.noise(generator, self.temperature(params), params.noise_clamp)[0]
-
-    @torch.no_grad()
-    def prefill_tokens(self, tokens: torch.Tensor, positions: torch.Tensor, kv: KVStore) -> None:
-        self.flow_lm.prefill(self.flow_lm.embed_text(tokens)[None], positions, kv)
-
-    @torch.no_grad()
-    def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
-                   noise: torch.Tensor, sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.flow_lm.step(latents, positions, kv, noise, sampler_steps)
 
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
         return self.mimi.decoder_state_shapes()
