@@ -91,7 +91,8 @@ def test_idle_websocket_is_closed_but_one_speaking_is_not(locked: Server) -> Non
                 message = await asyncio.wait_for(socket.recv(), 60)
                 if isinstance(message, str):
                     kinds.append(json.loads(message)["type"])
-            assert kinds == ["audio.start", "utterance.done"]
+            assert [k for k in kinds if k != "clause.done"] == ["audio.start", "utterance.done"]
+            assert "clause.done" in kinds
             assert time.monotonic() - flushed > 1.5  # it did outlast the idle limit
 
     asyncio.run(run())
