@@ -107,9 +107,12 @@ class Request:
         return (self.clause is None and not self.pending_clauses and self.text_complete
                 and not self.pending_latents)
 
-    @property
-    def frames_in_flight(self) -> int:
-        return len(self.pending_latents)
-
     def audio_seconds(self, sample_rate: int) -> float:
         return self.num_samples / sample_rate
+
+    def slack(self, now: float, sample_rate: int) -> float:
+        """Seconds of audio delivered beyond what a listener who started at the first chunk
+        has played by `now`; -inf before the first chunk (the most urgent)."""
+        if self.first_audio_time is None:
+            return float("-inf")
+        return self.audio_seconds(sample_rate) - (now - self.first_audio_time)

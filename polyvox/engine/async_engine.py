@@ -60,10 +60,12 @@ class AsyncEngine:
                 chunks = self.engine.step()
             except BaseException as error:  # an engine bug: fail every stream loudly
                 self.step_error = error
-                for request_id in list(self.engine.requests):
+                failed = list(self.engine.requests)
+                for request_id in failed:
                     self.engine.abort(request_id)
-                    self._deliver(AudioChunk(request_id, _empty(), 0, 0, 0.0, is_last=True,
-                                             error=f"engine failure: {error!r}"))
+                self._deliver_all([AudioChunk(rid, _empty(), 0, 0, 0.0, is_last=True,
+                                              error=f"engine failure: {error!r}")
+                                   for rid in failed])
                 continue
             self._deliver_all(chunks)
 
@@ -80,15 +82,6 @@ class AsyncEngine:
             batches.setdefault(target[0], []).append((target[1], chunk))
         for loop, items in batches.items():
             loop.call_soon_threadsafe(_put_all, items)
-
-    def _deliver(self, chunk: AudioChunk) -> None:
-        target = self._streams.get(chunk.request_id)
-        if target is None:
-            return
-        loop, chunks = target
-        if chunk.is_last:
-            self._streams.pop(chunk.request_id, None)
-        loop.call_soon_threadsafe(chunks.put_nowait, chunk)
 
     async def call(self, function: Callable[[], T]) -> T:
         """Run `function` on the engine thread and return its result (or raise its error)."""

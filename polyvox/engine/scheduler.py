@@ -75,8 +75,7 @@ class Scheduler:
                 # NOTE: a listener close to running dry gets what is ready now rather than
                 # a full chunk later: chunks grow only as the stream builds up slack. A
                 # stream already behind (overload) keeps full chunks: they cost less.
-                played = now - request.first_audio_time
-                slack = request.audio_seconds(self.family.audio.sample_rate) - played
+                slack = request.slack(now, self.family.audio.sample_rate)
                 if 0 <= slack < self.config.chunk_frames * frame_seconds:
                     size = min(size, pending - lookahead)
             history = min(max_history, request.clause_frames_decoded)
@@ -187,15 +186,8 @@ class Scheduler:
 
     def _plan_steps(self, generating: list[Request],
                     prefills: list[PrefillItem]) -> list[StepItem]:
-        now = time.monotonic()
-
-        def slack(request: Request) -> float:
-            if request.first_audio_time is None:
-                return float("-inf")  # no audio yet: the most urgent
-            played = now - request.first_audio_time
-            return request.audio_seconds(self.family.audio.sample_rate) - played
-
-        chosen = sorted(generating, key=slack)[: self.config.max_running]
+        now, rate = time.monotonic(), self.family.audio.sample_rate
+        chosen = sorted(generating, key=lambda r: r.slack(now, rate))[: self.config.max_running]
         chosen.sort(key=self.running.index)
         items: list[StepItem] = []
         # NOTE: a request that already reserved slots this step is never preempted.
