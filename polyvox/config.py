@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 SCHEDULES = ("sequential", "interleaved", "batched")
 CHAINING = ("chained", "pocket")
+# Chunking defaults when neither the config nor the family says otherwise.
+FALLBACKS: dict[str, int | None] = {
+    "first_chunk_frames": 1, "chunk_frames": 4, "max_chunk_frames": None,
+    "max_clause_tokens": 50,
+}
 
 
 @dataclass(frozen=True)
@@ -32,22 +38,45 @@ class EngineConfig:
     # Non-autoregressive families (Piper) compute a whole clause per prefill, one request at
     # a time: a cap keeps a burst of new requests from starving running streams' decoding.
     max_clause_prefills_per_step: int = 4
-    first_chunk_frames: int = 1  # small first chunk for time-to-first-audio
-    chunk_frames: int = 4  # later chunks
+    # Chunking and clause length: None takes the family's preference (a family attribute
+    # `preferred_engine_settings`, e.g. Piper's windowed decoder wants longer chunks), then
+    # FALLBACKS. `Engine` resolves them with `for_family`.
+    first_chunk_frames: int | None = None  # small first chunk for time-to-first-audio
+    chunk_frames: int | None = None  # later chunks, while a listener's buffer is short
+    max_chunk_frames: int | None = None  # chunks grow up to this as the buffer builds up
+    max_clause_tokens: int | None = None
     context_window: int = 384  # own positions kept across clauses (chained mode)
-    max_clause_tokens: int = 50
+    # While a request waits for its first audio, streams with more than this much audio
+    # buffered put their next chunk off by a step.
+    defer_slack_seconds: float = 1.0
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.chaining not in CHAINING:
             raise ValueError(f"chaining must be one of {CHAINING}, got {self.chaining!r}")
-        for name in ("block_size", "max_running", "first_chunk_frames", "chunk_frames",
-                     "prefill_token_budget", "max_clause_tokens"):
-            if getattr(self, name) < 1:
+        for name in ("block_size", "max_running", "prefill_token_budget", *FALLBACKS):
+            value = getattr(self, name)
+            if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if (self.chunk_frames and self.max_chunk_frames
+                and self.max_chunk_frames < self.chunk_frames):
+            raise ValueError("max_chunk_frames must be >= chunk_frames")
         if self.context_window < 2 * self.block_size:
             raise ValueError("context_window must cover at least two KV blocks")
+
+    def for_family(self, family: object) -> EngineConfig:
+        """This config with every unset chunking field filled: the family's preference,
+        else FALLBACKS (max_chunk_frames falls back to chunk_frames: no growth)."""
+        preferred = dict(getattr(family, "preferred_engine_settings", {}))
+        values = {name: getattr(self, name) for name in FALLBACKS}
+        for name, fallback in FALLBACKS.items():
+            if values[name] is None:
+                values[name] = preferred.get(name, fallback)
+        if values["max_chunk_frames"] is None:
+            values["max_chunk_frames"] = values["chunk_frames"]
+        values["max_chunk_frames"] = max(values["max_chunk_frames"], values["chunk_frames"])
+        return dataclasses.replace(self, **values)
 
     @property
     def decoder_slots(self) -> int:

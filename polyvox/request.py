@@ -102,6 +102,12 @@ class Request:
         return self.status is Status.RUNNING and self.clause is None and bool(self.pending_clauses)
 
     @property
+    def has_work(self) -> bool:
+        """Text to prefill, a clause generating, or frames to decode (a stream waiting for
+        more streamed text has none)."""
+        return bool(self.pending_clauses) or self.clause is not None or bool(self.pending_latents)
+
+    @property
     def is_complete(self) -> bool:
         """Nothing left to generate or decode."""
         return (self.clause is None and not self.pending_clauses and self.text_complete

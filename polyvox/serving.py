@@ -93,11 +93,7 @@ def load_served(model: str, weights: str | None = None, tokenizer: str | None = 
 def serve_family(model: str, family: Any, config: EngineConfig | None = None,
                  device: str = "cpu") -> Served:
     """An engine (with its default voice) around an already loaded family."""
-    config = config or EngineConfig()
-    preferred = getattr(family, "preferred_max_clause_tokens", None)
-    if preferred is not None and config.max_clause_tokens == EngineConfig.max_clause_tokens:
-        config = dataclasses.replace(config, max_clause_tokens=preferred)
-    engine = Engine(family, config, device=device)
+    engine = Engine(family, config or EngineConfig(), device=device)
     empty = family.empty_voice()
     engine.register_voice(DEFAULT_VOICE, empty.k, empty.v)
     return Served(model, family, engine, AsyncEngine(engine),

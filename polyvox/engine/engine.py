@@ -45,7 +45,8 @@ class Voice:
 class Engine:
     def __init__(self, family: ModelFamily, config: EngineConfig | None = None,
                  device: str | torch.device = "cpu") -> None:
-        self.family, self.config = family, config or EngineConfig()
+        self.family = family
+        self.config = (config or EngineConfig()).for_family(family)
         keep_freed_memory()
         spec = family.kv_spec
         per_block = PagedKVCache.bytes_per_block(spec.num_layers, spec.kv_heads, spec.head_dim,

@@ -134,21 +134,33 @@ class Runner:
         groups: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         for index, item in enumerate(items):
             groups[(item.num_frames, item.lookahead, item.history)].append(index)
-        for (frames, lookahead, history), indices in groups.items():
-            requests = [items[i].request for i in indices]
-            assert len({r.request_id for r in requests}) == len(requests), "one chunk per request"
-            window = frames + lookahead
-            latents = torch.stack([torch.stack(r.pending_latents[:window]) for r in requests])
-            slot_ids = self._long([r.decoder_slot for r in requests])
-            state = self.slots.gather(slot_ids)
-            if history or lookahead:
-                pcm = self.family.decode(latents, state, num_frames=frames, history=history)
-            else:
-                pcm = self.family.decode(latents, state)  # [b, frames * samples_per_frame]
-            self.slots.scatter(slot_ids, state)
-            for i, row in zip(indices, pcm):
-                results[i] = row
+        budget = getattr(self.family, "decoder_batch_frames", None)
+        for (frames, lookahead, history), group in groups.items():
+            # NOTE: a family may cap the frames of one decoder call: on CPU a convolution
+            # stack slows down sharply once a batch's activations leave the cache.
+            size = max(1, budget // (history + frames + lookahead)) if budget else len(group)
+            for start in range(0, len(group), size):
+                self._decode_batch(items, group[start: start + size], frames, lookahead,
+                                   history, results)
         return [r for r in results if r is not None]
+
+    def _decode_batch(self, items: list[DecodeItem], indices: list[int], frames: int,
+                      lookahead: int, history: int, results: list[torch.Tensor | None]) -> None:
+        """One decoder call: equal-shape chunks, states gathered from and scattered back to
+        their slots; writes each item's PCM into `results`."""
+        requests = [items[i].request for i in indices]
+        assert len({r.request_id for r in requests}) == len(requests), "one chunk per request"
+        window = frames + lookahead
+        latents = torch.stack([torch.stack(r.pending_latents[:window]) for r in requests])
+        slot_ids = self._long([r.decoder_slot for r in requests])
+        state = self.slots.gather(slot_ids)
+        if history or lookahead:
+            pcm = self.family.decode(latents, state, num_frames=frames, history=history)
+        else:
+            pcm = self.family.decode(latents, state)  # [b, frames * samples_per_frame]
+        self.slots.scatter(slot_ids, state)
+        for i, row in zip(indices, pcm):
+            results[i] = row
 
     # --- swapping (preemption) -------------------------------------------------------------
 

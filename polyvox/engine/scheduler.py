@@ -63,21 +63,19 @@ class Scheduler:
         lookahead = getattr(self.family, "decoder_lookahead", 0)
         max_history = getattr(self.family, "decoder_history", 0)
         now = time.monotonic()
-        frame_seconds = 1.0 / self.family.audio.frame_rate
+        rate = self.family.audio.sample_rate
+        # NOTE: while a request still waits for its first audio, streams with a long
+        # buffer let it go first (their chunk waits a step); work is reordered, not lost.
+        starting = any(r.first_audio_time is None and r.has_work for r in self.running)
         items = []
         for request in candidates if candidates is not None else self.running:
             pending = len(request.pending_latents)
             if request.decoder_slot is None or not pending:
                 continue
-            size = self.config.first_chunk_frames if request.num_chunks == 0 \
-                else self.config.chunk_frames
-            if request.first_audio_time is not None and pending - lookahead >= 1:
-                # NOTE: a listener close to running dry gets what is ready now rather than
-                # a full chunk later: chunks grow only as the stream builds up slack. A
-                # stream already behind (overload) keeps full chunks: they cost less.
-                slack = request.slack(now, self.family.audio.sample_rate)
-                if 0 <= slack < self.config.chunk_frames * frame_seconds:
-                    size = min(size, pending - lookahead)
+            slack = request.slack(now, rate) if request.first_audio_time is not None else None
+            if starting and slack is not None and slack > self.config.defer_slack_seconds:
+                continue
+            size = self._chunk_size(slack, pending - lookahead)
             history = min(max_history, request.clause_frames_decoded)
             if request.clause_ends:  # a finished clause: no more frames will come for it
                 until_end = request.clause_ends[0] - request.frames_decoded
@@ -93,6 +91,26 @@ class Scheduler:
             if pending >= size + lookahead:
                 items.append(DecodeItem(request, size, lookahead, history))
         return items
+
+    def _chunk_size(self, slack: float | None, ready: int) -> int:
+        """Frames in a request's next chunk. The first chunk is small (time to first audio).
+        Later chunks are `chunk_frames`, doubled (up to `max_chunk_frames`) while the
+        listener has at least that much audio buffered: bigger chunks cost less per frame
+        (fewer calls, and less window context for windowed decoders)."""
+        config = self.config
+        assert config.first_chunk_frames and config.chunk_frames and config.max_chunk_frames
+        if slack is None:
+            return config.first_chunk_frames
+        frame_seconds = 1.0 / self.family.audio.frame_rate
+        size = config.chunk_frames
+        while size * 2 <= config.max_chunk_frames and size * 2 * frame_seconds <= slack:
+            size *= 2
+        if 0 <= slack < config.chunk_frames * frame_seconds and ready >= 1:
+            # NOTE: a listener close to running dry gets what is ready now rather than
+            # a full chunk later. A stream already behind (overload) keeps full chunks:
+            # they cost less.
+            size = min(size, ready)
+        return size
 
     def _admit(self) -> None:
         if any(r.status is Status.PREEMPTED for r in self.running):

@@ -72,13 +72,13 @@ class _EmptyVoice:
 
 
 class StudentFamily(FlowLMStages):
-    #: Its tokens are phoneme ids (~13 per word): clauses are capped much higher than
-    #: the engine's default of 50 text pieces.
-    preferred_max_clause_tokens = 350
-
     """The engine's stage protocol for a distilled student (see the module docstring).
     Latents are counted in AR steps of `frames_per_step` teacher frames; so are
     `decoder_history` and `decoder_lookahead`. Tokens are the teacher's phoneme ids."""
+
+    #: Its tokens are phoneme ids (~13 per word): clauses are capped much higher than
+    #: the engine's default of 50 text pieces.
+    preferred_engine_settings = {"max_clause_tokens": 350}
 
     is_autoregressive = True
     resets_decoder_per_clause = True

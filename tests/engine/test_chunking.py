@@ -1,0 +1,143 @@
+"""Chunk sizing, split decoder batches and first-audio priority.
+
+Chunks start small (time to first audio), then grow while the listener's buffer allows;
+a family may cap the frames of one decoder call; while a request waits for its first
+audio, streams with a long buffer wait a step. None of this may change the audio.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from conftest import rel_error
+
+from polyvox.config import EngineConfig
+from polyvox.engine.engine import Engine, run_to_completion
+
+pytest.importorskip("piper")
+
+TEXTS = [
+    "Hello world, this is the joe voice.",
+    "Your appointment is on Tuesday at three, and the office opens at nine.",
+    "Please hold while I transfer your call.",
+    "The weather today is sunny with a light breeze from the west.",
+]
+
+
+@pytest.fixture(scope="module")
+def family():
+    from polyvox.models.registry import load_model
+
+    return load_model("piper/joe")
+
+
+def piper_engine(family, **overrides) -> Engine:
+    engine = Engine(family, EngineConfig(**overrides))
+    empty = family.empty_voice()
+    engine.register_voice("default", empty.k, empty.v)
+    return engine
+
+
+def test_unset_chunking_takes_the_family_preference(family, model) -> None:
+    resolved = EngineConfig().for_family(family)
+    assert (resolved.first_chunk_frames, resolved.chunk_frames, resolved.max_chunk_frames) == (
+        8, 32, 128)
+    explicit = EngineConfig(first_chunk_frames=3, chunk_frames=12).for_family(family)
+    assert (explicit.first_chunk_frames, explicit.chunk_frames, explicit.max_chunk_frames) == (
+        3, 12, 128)
+    pocket = EngineConfig().for_family(model)  # no preference: fixed chunks, no growth
+    assert (pocket.first_chunk_frames, pocket.chunk_frames, pocket.max_chunk_frames) == (1, 4, 4)
+    assert EngineConfig(chunk_frames=16).for_family(model).max_chunk_frames == 16
+    assert Engine(family, EngineConfig()).config.chunk_frames == 32
+
+
+def test_bad_chunking_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_chunk_frames"):
+        EngineConfig(chunk_frames=8, max_chunk_frames=4)
+    with pytest.raises(ValueError, match="first_chunk_frames"):
+        EngineConfig(first_chunk_frames=0)
+
+
+def test_chunks_grow_with_the_listeners_buffer(family) -> None:
+    engine = piper_engine(family)
+    scheduler = engine.scheduler
+    frame = 1.0 / family.audio.frame_rate
+    assert scheduler._chunk_size(None, 500) == 8  # first chunk
+    sizes = [scheduler._chunk_size(slack, 500)
+             for slack in (0.5 * 32 * frame, 40 * frame, 64 * frame, 130 * frame, 60.0)]
+    assert sizes == [32, 32, 64, 128, 128]
+    # a listener about to run dry gets what is ready now; one already behind, a full chunk
+    assert scheduler._chunk_size(0.01, 5) == 5
+    assert scheduler._chunk_size(-1.0, 5) == 32
+
+
+def test_split_decoder_batches_give_the_same_audio(family, monkeypatch) -> None:
+    calls: list[int] = []
+    decode = family.decode
+
+    def counting(latents, *args, **kwargs):
+        calls.append(int(latents.shape[0]))
+        return decode(latents, *args, **kwargs)
+
+    outputs = []
+    for budget in (None, 60):
+        monkeypatch.setattr(family, "decoder_batch_frames", budget, raising=False)
+        monkeypatch.setattr(family, "decode", counting, raising=False)
+        calls.clear()
+        engine = piper_engine(family, first_chunk_frames=8, chunk_frames=16, max_chunk_frames=16)
+        for i, text in enumerate(TEXTS):
+            engine.add_request(text, "default", family.make_params(seed=i), request_id=f"r{i}")
+        outputs.append(run_to_completion(engine))
+        assert engine.is_idle()
+        if budget is None:
+            assert max(calls) == len(TEXTS)  # all four first chunks in one call
+        else:
+            # 8 new + 10 lookahead (+ up to 10 history) frames per item: at most 3 fit in 60
+            assert max(calls) <= 3 and len(calls) > 2
+    for rid, audio in outputs[0].items():
+        assert rel_error(outputs[1][rid], audio) <= 1e-5
+
+
+def test_a_new_request_goes_before_streams_with_a_long_buffer(family) -> None:
+    engine = piper_engine(family, defer_slack_seconds=1.0)
+    engine.add_request(TEXTS[1], "default", family.make_params(seed=0), request_id="old")
+    while engine.requests["old"].first_audio_time is None:
+        engine.step()
+    old = engine.requests["old"]
+    old.first_audio_time = time.monotonic() + 5.0  # as if 5 s of audio were still buffered
+    engine.add_request(TEXTS[0], "default", family.make_params(seed=1), request_id="new")
+    decoded_old_before_new = False
+    while engine.requests.get("new") is not None and \
+            engine.requests["new"].first_audio_time is None:
+        chunks = engine.step()
+        decoded_old_before_new |= any(c.request_id == "old" and c.samples.numel() for c in chunks)
+    assert not decoded_old_before_new
+    # once the new request has audio, the old stream is decoded again
+    before = old.frames_decoded
+    for _ in range(3):
+        engine.step()
+    assert old.frames_decoded > before
+    old.first_audio_time = time.monotonic()  # back to an honest clock
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+
+
+def test_growing_chunks_equal_offline_synthesis(family) -> None:
+    engine = piper_engine(family, first_chunk_frames=4, chunk_frames=8, max_chunk_frames=64)
+    request = engine.add_request(TEXTS[3] + " " + TEXTS[1], "default",
+                                 family.make_params(seed=7), request_id="g")
+    sizes: list[int] = []
+    parts: list[torch.Tensor] = []
+    # a listener far ahead: every chunk after the first may take the biggest size
+    while engine.requests:
+        for chunk in engine.step():
+            if chunk.samples.numel():
+                parts.append(chunk.samples)
+                sizes.append(chunk.samples.numel() // family.audio.samples_per_frame)
+        if request.first_audio_time is not None:
+            request.first_audio_time = time.monotonic() + 100.0
+    assert sizes[0] == 4 and max(sizes) == 64
+    expected = family.model.synthesize(TEXTS[3] + " " + TEXTS[1], seed=7)
+    assert rel_error(torch.cat(parts), expected) <= 1e-4
