@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from polyvox.bench.metrics import is_within_capacity, summarize
+from polyvox.bench.metrics import is_within_capacity, search_capacity, summarize
 from polyvox.config import EngineConfig
 
 
@@ -30,12 +31,27 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument("--capacity", action="store_true", help="search real-time capacity")
     bench.add_argument("--threads", type=int, default=2)
     bench.add_argument("--ttfa-slo-ms", type=float, default=500.0)
-    bench.add_argument("--first-chunk-frames", type=int, default=1)
-    bench.add_argument("--chunk-frames", type=int, default=4)
+    bench.add_argument("--first-chunk-frames", type=int, help="default: the model's choice")
+    bench.add_argument("--chunk-frames", type=int, help="default: the model's choice")
+    bench.add_argument("--max-chunk-frames", type=int, help="default: the model's choice")
     bench.add_argument("--max-running", type=int, default=64)
     bench.add_argument("--json", dest="json_path")
     bench.add_argument("--plot")
     bench.add_argument("--seed", type=int, default=0)
+    remote = bench.add_argument_group(
+        "a running server", "with --url the benchmark is a client of `polyvox serve` over "
+        "HTTP or WebSocket (bench/remote.py); no model is loaded here")
+    remote.add_argument("--url", help="the server, e.g. http://127.0.0.1:8000")
+    remote.add_argument("--transport", choices=["http", "ws"], default="http",
+                        help="POST /v1/audio/speech (http) or WS /v1/audio/stream (ws)")
+    remote.add_argument("--api-key", default=os.environ.get("POLYVOX_API_KEY"),
+                        help="the server's key (default: $POLYVOX_API_KEY)")
+    remote.add_argument("--overload", action="store_true",
+                        help="offer --overload-factor x capacity streams; report admission")
+    remote.add_argument("--overload-seconds", type=float, default=30.0)
+    remote.add_argument("--overload-factor", type=float, default=3.0)
+    remote.add_argument("--overload-streams", type=int,
+                        help="the capacity to overload (default: measured, as --capacity)")
     bench.set_defaults(func=run_bench)
 
 
@@ -44,6 +60,10 @@ def _ints(text: str) -> list[int]:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    if args.url:  # a client of a running server: nothing is loaded in this process
+        from polyvox.bench.remote import run_remote_bench
+
+        return run_remote_bench(args)
     import torch
     from rich.console import Console
     from rich.progress import Progress
@@ -77,7 +97,8 @@ def run_bench(args: argparse.Namespace) -> int:
 
     def engine_config(mode: str) -> EngineConfig:
         return EngineConfig(schedule=mode, first_chunk_frames=args.first_chunk_frames,
-                            chunk_frames=args.chunk_frames, max_running=args.max_running,
+                            chunk_frames=args.chunk_frames,
+                            max_chunk_frames=args.max_chunk_frames, max_running=args.max_running,
                             num_decoder_slots=max(args.max_running, 64))
 
     def row_for(records: list[Any], wall: float, mode: str, concurrency: int) -> dict[str, Any]:
@@ -159,22 +180,7 @@ async def _capacity(served: Any, texts: Any, args: argparse.Namespace, row_for: 
 
     records, wall = await closed_loop(served, texts, 1, args.requests, "capacity")
     reference = row_for(records, wall, "capacity", 1)["ttfa_p50_ms"]
-    good, bad = 1, None
-    while bad is None:
-        trial = good * 2
-        if await passes(trial, reference):
-            good = trial
-        else:
-            bad = trial
-        if good >= 256:
-            return good
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        if await passes(middle, reference):
-            good = middle
-        else:
-            bad = middle
-    return good
+    return await search_capacity(lambda concurrency: passes(concurrency, reference))
 
 
 def _ratios(rows: list[dict[str, Any]]) -> dict[str, float]:

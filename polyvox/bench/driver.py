@@ -6,17 +6,15 @@ Every client records, per request, when it sent the request and when each chunk 
 
 from __future__ import annotations
 
-import asyncio
-import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from polyvox.bench.records import RequestRecord
+from polyvox.bench.workloads import Workload, run_closed_loop, run_open_loop
 from polyvox.serving import Served
-
-Workload = Callable[[int], str]  # request index -> text
 
 
 async def _one_request(served: Served, text: str, seed: int, mode: str, concurrency: int,
@@ -36,35 +34,15 @@ async def _one_request(served: Served, text: str, seed: int, mode: str, concurre
 async def closed_loop(served: Served, texts: Workload, concurrency: int,
                       requests_per_client: int, mode: str) -> tuple[list[RequestRecord], float]:
     """`concurrency` clients, each sending its next request when the previous finished."""
-    records: list[RequestRecord] = []
-
-    async def client(index: int) -> None:
-        for turn in range(requests_per_client):
-            number = turn * concurrency + index
-            records.append(await _one_request(served, texts(number), number, mode,
-                                              concurrency, f"{mode}-c{concurrency}-{number}"))
-
-    started = time.monotonic()
-    await asyncio.gather(*(client(i) for i in range(concurrency)))
-    return records, time.monotonic() - started
+    return await run_closed_loop(partial(_one_request, served), texts, concurrency,
+                                 requests_per_client, mode)
 
 
 async def open_loop(served: Served, texts: Workload, rate: float, duration: float, mode: str,
                     seed: int = 0, burstiness: float = 1.0) -> tuple[list[RequestRecord], float]:
-    """Arrivals at `rate` per second for `duration` seconds: exponential gaps (Poisson), or
-    gamma gaps with shape 1/burstiness when burstiness != 1."""
-    rng = random.Random(seed)
-    tasks: list[asyncio.Task[RequestRecord]] = []
-    started = time.monotonic()
-    number = 0
-    while time.monotonic() - started < duration:
-        tasks.append(asyncio.create_task(_one_request(
-            served, texts(number), number, mode, 0, f"{mode}-open-{number}")))
-        number += 1
-        shape = 1.0 / burstiness
-        await asyncio.sleep(rng.gammavariate(shape, 1.0 / (rate * shape)))
-    records = list(await asyncio.gather(*tasks))
-    return records, time.monotonic() - started
+    """Arrivals at `rate` per second for `duration` seconds (see `run_open_loop`)."""
+    return await run_open_loop(partial(_one_request, served), texts, rate, duration, mode,
+                               seed, burstiness)
 
 
 # --- the reference implementation's own loop --------------------------------------------

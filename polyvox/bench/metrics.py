@@ -19,7 +19,7 @@ stalls (so a viable request has no underrun; the converse needs no gap at all).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,10 +139,15 @@ def summarize(
     `ttfa_slo_ms` and no underrun, per wall second. With the model's FLOPs per audio
     second and the machine's matmul ceiling, the row also holds the achieved model
     GFLOP/s and the efficiency (their ratio).
+
+    Requests a server refused (429/503, `RequestRecord.is_rejected`) started no stream:
+    they count in `requests` and, for records from a server, in `rejected`, but in no
+    other figure (so they are neither errors nor non-viable streams).
     """
     if wall_seconds <= 0:
         raise ValueError(f"wall_seconds must be > 0, got {wall_seconds}")
-    measured = [request_metrics(record) for record in records]
+    accepted = [record for record in records if not record.is_rejected]
+    measured = [request_metrics(record) for record in accepted]
     ok = [m for m in measured if m.is_ok]
     ttfas = [m.ttfa for m in ok if m.ttfa is not None]
     e2es = [m.e2e for m in ok if m.e2e is not None]
@@ -178,6 +183,8 @@ def summarize(
         "goodput": len(meets_slo) / wall_seconds,
         "ttfa_slo_ms": ttfa_slo_ms,
     }
+    if any(record.status is not None for record in records):  # answered by a server
+        row["rejected"] = len(records) - len(accepted)
     if flops_per_audio_second is not None:
         achieved = row["audio_throughput"] * flops_per_audio_second
         row["model_gflops_per_s"] = achieved / 1e9
@@ -195,9 +202,10 @@ def ttfas_ms(records: Iterable[RequestRecord]) -> list[float]:
 def is_within_capacity(row: dict[str, Any], single_stream_ttfa_ms: float,
                        factor: float = CAPACITY_TTFA_FACTOR) -> bool:
     """The real-time capacity test for one row: every stream viable and TTFA p90 within
-    `factor` x the single-stream TTFA."""
+    `factor` x the single-stream TTFA (and, against a server, none refused)."""
     ttfa_p90 = row.get("ttfa_p90_ms")
     return (row.get("viability") == 1.0 and row.get("errors", 0) == 0
+            and row.get("rejected", 0) == 0
             and ttfa_p90 is not None and ttfa_p90 <= factor * single_stream_ttfa_ms)
 
 
@@ -211,3 +219,30 @@ def realtime_capacity(rows: Sequence[dict[str, Any]],
     reference = single[0]["ttfa_p50_ms"]
     passing = [row["concurrency"] for row in rows if is_within_capacity(row, reference, factor)]
     return max(passing, default=0)
+
+
+async def search_capacity(passes: Callable[[int], Awaitable[bool]], limit: int = 256) -> int:
+    """The largest concurrency for which `passes` (one measured run, e.g. a closed loop
+    checked by `is_within_capacity`) holds, taking concurrency 1 as passing.
+
+    Doubling from 1 until a run fails, then bisecting between the last pass and the first
+    failure, measures O(log capacity) concurrencies instead of every one; it assumes that
+    passing is monotone in the concurrency. Stops at `limit` (and returns it) when
+    everything up to there passes.
+    """
+    good, bad = 1, None
+    while bad is None:
+        if good >= limit:
+            return good
+        trial = good * 2
+        if await passes(trial):
+            good = trial
+        else:
+            bad = trial
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if await passes(middle):
+            good = middle
+        else:
+            bad = middle
+    return good

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 RECORDS_FORMAT = "polyvox-bench-records/1"
+REJECTED_STATUSES = (429, 503)  # the server's admission said "not now": nothing was generated
 
 
 @dataclass
@@ -22,6 +23,9 @@ class RequestRecord:
     Filled by the client: `sent` before the request is handed to the engine, one entry
     in `chunk_times` / `chunk_samples` per chunk received (in arrival order, empty chunks
     included), `finished` when the stream ended, `error` if it ended with an error.
+    Clients of a running server (bench/remote.py) also fill `status`, the HTTP status of
+    the answer (for a WebSocket, the status a speech request would have had), and
+    `retry_after`, the seconds the server asked a refused client to wait.
     """
 
     request_id: str
@@ -34,6 +38,8 @@ class RequestRecord:
     finished: float | None = None  # end of the stream; None if it never ended
     error: str | None = None
     text: str = ""
+    status: int | None = None  # None in-process (there is no server to answer)
+    retry_after: float | None = None
 
     def __post_init__(self) -> None:
         if len(self.chunk_times) != len(self.chunk_samples):
@@ -50,9 +56,15 @@ class RequestRecord:
         self.chunk_samples.append(num_samples)
 
     @property
+    def is_rejected(self) -> bool:
+        """Refused by the server's admission (429 or 503): not a failed stream, since no
+        stream was started."""
+        return self.status in REJECTED_STATUSES
+
+    @property
     def is_ok(self) -> bool:
-        """Finished without an error."""
-        return self.error is None and self.finished is not None
+        """Finished without an error (a refused request is not ok: it has no audio)."""
+        return self.error is None and self.finished is not None and not self.is_rejected
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +82,9 @@ class RequestRecord:
             finished=None if data.get("finished") is None else float(data["finished"]),
             error=data.get("error"),
             text=str(data.get("text", "")),
+            status=None if data.get("status") is None else int(data["status"]),
+            retry_after=(None if data.get("retry_after") is None
+                         else float(data["retry_after"])),
         )
 
 

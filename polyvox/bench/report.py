@@ -48,6 +48,7 @@ COLUMNS: tuple[tuple[str, Callable[[Row], str], str], ...] = (
     ("c", lambda r: str(r.get("concurrency", "-")), "concurrency"),
     ("req", lambda r: str(r.get("requests", "-")), "requests"),
     ("err", lambda r: str(r.get("errors", "-")), "errors"),
+    ("rej", lambda r: str(r.get("rejected", "-")), "rejected"),  # a server's 429/503
     ("TTFA ms\np50/p90/p99", lambda r: _numbers(r, ("ttfa_p50_ms", "ttfa_p90_ms",
                                                      "ttfa_p99_ms"), 0), "ttfa_p50_ms"),
     ("E2E ms\np50", lambda r: _number(r.get("e2e_p50_ms"), 0), "e2e_p50_ms"),

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from polyvox.bench.metrics import (
     percentile,
     realtime_capacity,
     request_metrics,
+    search_capacity,
     summarize,
     ttfas_ms,
 )
@@ -145,3 +148,17 @@ def test_realtime_capacity() -> None:
     assert realtime_capacity(rows) == 8  # 16 has a stall, 32 is over 3 x 100 ms
     with pytest.raises(ValueError, match="concurrency-1"):
         realtime_capacity(rows[1:])
+
+
+def test_search_capacity_doubles_then_bisects() -> None:
+    measured: list[int] = []
+
+    async def passes(concurrency: int) -> bool:
+        measured.append(concurrency)
+        return concurrency <= 5
+
+    assert asyncio.run(search_capacity(passes)) == 5
+    assert measured == [2, 4, 8, 6, 5]  # O(log c) runs, never one above the first failure
+    measured.clear()
+    assert asyncio.run(search_capacity(passes, limit=4)) == 4
+    assert measured == [2, 4]

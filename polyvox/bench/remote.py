@@ -1,0 +1,287 @@
+"""`polyvox bench --url`: the benchmark as a real client of a running `polyvox serve`.
+
+The same records and metrics as the in-process benchmark (driver.py), measured on the
+client's clock over the network, so they include what a caller pays and the engine does
+not see: HTTP, the WebSocket, admission queueing, the encoder, the event loop's turns.
+
+    http  POST /v1/audio/speech, response_format pcm at the model's rate, streamed:
+          `sent` is just before the request goes out, each body piece holding whole
+          samples is a chunk (a piece splitting a sample carries its half byte over).
+    ws    WS /v1/audio/stream, one session per request: configure, then the whole text and
+          `end`; binary frames are the chunks. `sent` is when the text goes out (the
+          server's own TTFA counts from there too), after the handshake, as for an agent
+          that keeps a session open.
+
+A request admission refuses (429/503; on the WebSocket an `error` event with code
+queue_full, wait_too_long or not_ready) is recorded with its status and Retry-After and
+counts as rejected, not as an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from polyvox.bench import report
+from polyvox.bench.metrics import is_within_capacity, search_capacity, summarize
+from polyvox.bench.overload import describe, overload_report, run_overload
+from polyvox.bench.records import RequestRecord
+from polyvox.bench.texts import pick_texts
+from polyvox.bench.workloads import Speak, Workload, run_closed_loop, run_open_loop
+
+if TYPE_CHECKING:
+    import httpx
+
+READ_TIMEOUT_SECONDS = 120.0  # longest silence from the server before a request fails
+WS_REFUSAL_STATUS = {"queue_full": 429, "wait_too_long": 429, "not_ready": 503}
+
+
+def require_httpx() -> None:
+    """Fail with the fix when the HTTP client library is missing."""
+    try:
+        import httpx  # noqa: F401
+    except ImportError:
+        raise RuntimeError("polyvox bench --url needs httpx, which is not installed: pip "
+                           "install 'polyvox[bench]' (or pip install httpx)") from None
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What GET /ready says about the server under test."""
+
+    url: str
+    model: str
+    sample_rate: int  # the model's; audio is asked for at this rate, so none is resampled
+
+
+class RemoteClient:
+    """Speaks requests to one server over one transport; `speak` is a `workloads.Speak`.
+
+    HTTP requests share one connection pool without a size limit, so c clients hold c
+    connections and no request waits for a connection on the client side.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, info: ServerInfo, transport: str,
+                 api_key: str | None) -> None:
+        if transport not in ("http", "ws"):
+            raise ValueError(f"unknown transport {transport!r}: use http or ws")
+        self.http, self.info, self.transport = http, info, transport
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def speak(self, text: str, seed: int, mode: str, concurrency: int,
+                    request_id: str) -> RequestRecord:
+        """One request, start to end, as a record (never raises for a failed request)."""
+        record = RequestRecord(request_id, mode, concurrency, sent=time.monotonic(),
+                               sample_rate=self.info.sample_rate, text=text)
+        try:
+            if self.transport == "http":
+                await self._speak_http(record, seed)
+            else:
+                await self._speak_ws(record, seed)
+        except Exception as error:  # recorded, counted as an error in the report
+            record.error = repr(error)
+        return record
+
+    async def _speak_http(self, record: RequestRecord, seed: int) -> None:
+        body = {"model": self.info.model, "input": record.text, "voice": "default",
+                "response_format": "pcm", "sample_rate": self.info.sample_rate, "seed": seed}
+        record.sent = time.monotonic()
+        async with self.http.stream("POST", f"{self.info.url}/v1/audio/speech", json=body,
+                                    headers=self.headers) as response:
+            record.status = response.status_code
+            if response.status_code != 200:
+                await response.aread()
+                _record_refusal(record, response.headers.get("retry-after"),
+                                _error_message(response))
+                return
+            record.sample_rate = int(response.headers.get("x-sample-rate",
+                                                          self.info.sample_rate))
+            num_odd_bytes = 0  # 16-bit samples may be split across two pieces
+            async for piece in response.aiter_raw():
+                arrived = time.monotonic()
+                num_bytes = num_odd_bytes + len(piece)
+                num_odd_bytes = num_bytes % 2
+                if num_bytes // 2:
+                    record.add_chunk(arrived, num_bytes // 2)
+        record.finished = time.monotonic()
+
+    async def _speak_ws(self, record: RequestRecord, seed: int) -> None:
+        from websockets.asyncio.client import connect
+
+        url = self.info.url.replace("http", "ws", 1) + "/v1/audio/stream"
+        async with connect(url, subprotocols=["polyvox"],  # type: ignore[list-item]
+                           additional_headers=self.headers, open_timeout=30) as socket:
+            await socket.send(json.dumps({"type": "configure", "format": "pcm", "seed": seed}))
+            configured = json.loads(await asyncio.wait_for(socket.recv(), READ_TIMEOUT_SECONDS))
+            if configured["type"] != "configured":
+                raise RuntimeError(f"configure was refused: {configured}")
+            record.sample_rate = int(configured["sample_rate"])
+            record.sent = time.monotonic()
+            await socket.send(json.dumps({"type": "text", "text": record.text}))
+            await socket.send(json.dumps({"type": "end"}))
+            while True:
+                message = await asyncio.wait_for(socket.recv(), READ_TIMEOUT_SECONDS)
+                if isinstance(message, bytes):
+                    record.add_chunk(time.monotonic(), len(message) // 2)
+                    continue
+                event = json.loads(message)
+                if event["type"] == "done":
+                    record.finished = time.monotonic()
+                    record.status = 200
+                    return
+                if event["type"] == "error":
+                    error = event["error"]
+                    record.status = WS_REFUSAL_STATUS.get(
+                        error.get("code"), 500 if error.get("type") == "server_error" else 400)
+                    _record_refusal(record, event.get("retry_after"), error.get("message"))
+                    return
+
+
+def _record_refusal(record: RequestRecord, retry_after: Any, message: str | None) -> None:
+    """A request the server did not serve: a refusal (kept apart), else an error."""
+    if record.is_rejected:
+        record.retry_after = None if retry_after is None else float(retry_after)
+    else:
+        record.error = f"HTTP {record.status}: {message}"
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]
+
+
+@asynccontextmanager
+async def connect_client(url: str, transport: str,
+                         api_key: str | None) -> AsyncIterator[RemoteClient]:
+    """A client of the server at `url`, once GET /ready says it takes requests."""
+    require_httpx()
+    import httpx
+
+    url = url.rstrip("/")
+    timeout = httpx.Timeout(10.0, read=READ_TIMEOUT_SECONDS, pool=None)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        try:
+            response = await http.get(f"{url}/ready", headers=headers)
+        except httpx.TransportError as error:
+            raise ValueError(f"cannot reach the server at {url} ({error!r}): start it with "
+                             "`polyvox serve`, or check --url") from None
+        if response.status_code == 401:
+            raise ValueError(f"{url} needs an API key: pass --api-key (or set "
+                             "POLYVOX_API_KEY)")
+        if response.status_code != 200:
+            raise ValueError(f"{url} is not ready (HTTP {response.status_code}: "
+                             f"{_error_message(response)}); retry once the model is loaded")
+        ready = response.json()
+        info = ServerInfo(url, str(ready["model"]), int(ready["sample_rate"]))
+        yield RemoteClient(http, info, transport, api_key)
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+def run_remote_bench(args: argparse.Namespace) -> int:
+    """`polyvox bench --url`: closed loop at each --concurrency, open loop with --rate,
+    real-time capacity with --capacity, the overload run with --overload; one table and
+    one JSON, as the in-process benchmark (rows' mode: server-http or server-ws)."""
+    if args.baseline:
+        raise ValueError("--baseline runs pocket-tts in this process: drop it with --url")
+    if args.plot:
+        report.require_matplotlib()
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    console = Console()
+    if not console.is_terminal:  # logs and pipes: not squeezed into 80 columns
+        console = Console(width=200)
+    mode = f"server-{args.transport}"
+    pool = pick_texts(500, seed=args.seed)
+
+    def texts(index: int) -> str:
+        return pool[index % len(pool)]
+
+    def row_for(records: list[RequestRecord], wall: float, concurrency: int) -> dict[str, Any]:
+        return summarize(records, wall, mode, concurrency, args.ttfa_slo_ms)
+
+    rows: list[dict[str, Any]] = []
+    all_records: list[RequestRecord] = []
+    capacity: int | None = None
+    overload: dict[str, Any] | None = None
+    async with connect_client(args.url, args.transport, args.api_key) as client:
+        info, speak = client.info, client.speak
+        console.print(f"benchmarking {info.model} at {info.url} over {args.transport}")
+        await run_closed_loop(speak, texts, 1, 1, f"warmup-{mode}")
+        for concurrency in [int(part) for part in args.concurrency.split(",") if part]:
+            console.print(f"{mode} c={concurrency} ...")
+            records, wall = await run_closed_loop(speak, texts, concurrency, args.requests, mode)
+            rows.append(row_for(records, wall, concurrency))
+            all_records.extend(records)
+        if args.rate:
+            console.print(f"{mode} open loop at {args.rate:g}/s for {args.duration:g} s ...")
+            records, wall = await run_open_loop(speak, texts, args.rate, args.duration, mode,
+                                                args.seed, args.burstiness)
+            rows.append(row_for(records, wall, 0) | {"rate": args.rate})
+            all_records.extend(records)
+        if args.capacity or (args.overload and not args.overload_streams):
+            console.print("searching the real-time capacity ...")
+            capacity = await _capacity(speak, texts, args.requests, args.ttfa_slo_ms)
+            console.print(f"real-time capacity: {capacity} streams")
+        if args.overload:
+            base = args.overload_streams or capacity or 1
+            num_streams = max(1, math.ceil(args.overload_factor * base))
+            console.print(f"overload: {num_streams} streams for {args.overload_seconds:g} s ...")
+            name = f"{mode}-overload"
+            records, wall = await run_overload(speak, texts, num_streams,
+                                               args.overload_seconds, name)
+            overload = overload_report(records, wall, num_streams, args.overload_seconds,
+                                       args.ttfa_slo_ms, name)
+            overload |= {"capacity": base, "factor": args.overload_factor}
+            all_records.extend(records)
+    report.print_table(rows, title=f"polyvox bench --url {info.url} ({info.model}, "
+                       f"{args.transport})")
+    if capacity is not None:
+        console.print(f"real-time capacity: {capacity} streams")
+    if overload is not None:
+        console.print(describe(overload))
+    payload = {"url": info.url, "transport": args.transport, "model": info.model,
+               "sample_rate": info.sample_rate, "rows": rows, "capacity": capacity,
+               "overload": overload}
+    if args.json_path:
+        report.write_json(args.json_path, payload)
+    if args.plot:
+        report.plot(rows, args.plot, all_records)
+    return 0
+
+
+async def _capacity(speak: Speak, texts: Workload, requests_per_client: int,
+                    ttfa_slo_ms: float) -> int:
+    """The largest closed-loop concurrency with every stream viable, none refused and TTFA
+    p90 <= 3x single-stream TTFA (0 when even one stream alone is not viable)."""
+
+    async def row(concurrency: int) -> dict[str, Any]:
+        records, wall = await run_closed_loop(speak, texts, concurrency, requests_per_client,
+                                              "capacity")
+        return summarize(records, wall, "capacity", concurrency, ttfa_slo_ms)
+
+    single = await row(1)
+    reference = single["ttfa_p50_ms"]
+    if reference is None or not is_within_capacity(single, reference):
+        return 0
+
+    async def passes(concurrency: int) -> bool:
+        return is_within_capacity(await row(concurrency), reference)
+
+    return await search_capacity(passes)
