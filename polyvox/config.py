@@ -49,6 +49,12 @@ class EngineConfig:
     # While a request waits for its first audio, streams with more than this much audio
     # buffered put their next chunk off by a step.
     defer_slack_seconds: float = 1.0
+    # Each step is kept shorter than the audio the most pressed on-time listener has
+    # buffered, less this margin for delivery (see Scheduler._step_budget).
+    delivery_margin_seconds: float = 0.05
+    # While a request waits for its first audio, a step takes at most about this long.
+    first_audio_step_seconds: float = 0.15
+    max_step_seconds: float = 0.25  # decoder work beyond this waits for the next step
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:

@@ -165,18 +165,34 @@ class Engine:
 
     def step(self) -> list[AudioChunk]:
         plan = self.scheduler.plan()
-        for item, latents in zip(plan.prefills, self.runner.prefill(plan.prefills)):
+        costs = self.scheduler.costs
+        started = time.perf_counter()
+        prefilled = self.runner.prefill(plan.prefills)
+        finished = time.perf_counter()
+        if self.family.is_autoregressive:
+            costs.observe("prefill_token", finished - started,
+                          sum(int(item.tokens.shape[0]) for item in plan.prefills))
+        else:
+            costs.observe("prefill_clause", finished - started, len(plan.prefills))
+        for item, latents in zip(plan.prefills, prefilled):
             item.request.pending_latents.extend(latents)  # non-autoregressive: whole clause
             item.request.frames_generated += len(latents)
             self._end_clause(item.request)
-        for item, (latent, logit) in zip(plan.steps, self.runner.step(plan.steps)):
+        started = time.perf_counter()
+        stepped = self.runner.step(plan.steps)
+        costs.observe("step", time.perf_counter() - started, 1 if plan.steps else 0)
+        for item, (latent, logit) in zip(plan.steps, stepped):
             self._advance(item.request, latent, logit)
         turn = None
         if self.config.schedule == "interleaved":
             turn = [item.request for item in plan.prefills] + [i.request for i in plan.steps]
             turn = turn or self.scheduler.running[-1:]
         decodes = self.scheduler.plan_decodes(turn)
-        outputs = [self._emit(item, pcm) for item, pcm in zip(decodes, self.runner.decode(decodes))]
+        started = time.perf_counter()
+        decoded = self.runner.decode(decodes)
+        costs.observe("decode_frame", time.perf_counter() - started,
+                      sum(i.history + i.num_frames + i.lookahead for i in decodes))
+        outputs = [self._emit(item, pcm) for item, pcm in zip(decodes, decoded)]
         return outputs + self._clause_marks() + self._collect_endings()
 
     def _advance(self, request: Request, latent: torch.Tensor, eos_logit: float) -> None:

@@ -3,9 +3,17 @@
 NOTE (the rule): new requests come first until their first chunk is out — admission and
 prefill run before anything else, in arrival order, under a token budget. Then running
 streams step, ordered by slack (seconds of audio delivered minus seconds since their first
-chunk; the least slack first) when more streams run than `max_running`. Decoder work is
-batched every step for each stream that has a chunk's worth of frames (a smaller first
-chunk for time-to-first-audio). A request never has two chunks in one decoder batch.
+chunk; the least slack first) when more streams run than `max_running`. A request never
+has two chunks in one decoder batch.
+
+Time: each step gets a deadline (`_step_budget`): shorter than the audio the most pressed
+on-time listener has buffered, short (`first_audio_step_seconds`) while a request waits
+for its first audio, never over `max_step_seconds`. Work costs come from the engine's own
+timings (`StageCosts`). Prefills beyond the first and decoder chunks that do not fit wait
+a step, except chunks for listeners who would run dry before the next step ends. Chunks
+start small (time to first audio) and grow while a listener's buffer allows (bigger chunks
+cost less per frame); under overload (a stream already behind) nobody is protected and
+chunks are the largest.
 
 Memory: KV blocks are reserved before work runs (`can_allocate` then `allocate`). When a
 running stream cannot grow, the newest running stream is preempted: its own KV blocks are
@@ -34,6 +42,25 @@ class Plan(NamedTuple):
     steps: list[StepItem]
 
 
+class StageCosts:
+    """What work costs on this machine: exponential averages of the engine's own timings,
+    starting from rough priors. The scheduler uses them to keep each step shorter than
+    the audio the most pressed listener still has buffered."""
+
+    WEIGHT = 0.2  # of the newest measurement
+
+    def __init__(self) -> None:
+        self.prefill_clause = 0.05  # s per clause, non-autoregressive families (whole clause)
+        self.prefill_token = 0.0005  # s per packed prefill token (autoregressive)
+        self.step = 0.02  # s per batched AR step
+        self.decode_frame = 0.0005  # s per frame of decoder input (window included)
+
+    def observe(self, name: str, seconds: float, count: int) -> None:
+        if count > 0:
+            old = getattr(self, name)
+            setattr(self, name, (1 - self.WEIGHT) * old + self.WEIGHT * seconds / count)
+
+
 class Scheduler:
     def __init__(self, config: EngineConfig, family: ModelFamily, blocks: BlockManager,
                  slots: DecoderSlotPool, runner: Runner) -> None:
@@ -43,12 +70,17 @@ class Scheduler:
         self.running: list[Request] = []  # RUNNING and PREEMPTED, in admission order
         self.failed: list[Request] = []  # failed since the engine last collected endings
         self._turn = 0  # interleaved mode: whose step it is
+        self.costs = StageCosts()
+        self.step_budget = float("inf")  # seconds this step may take
+        self.deadline = float("inf")  # this step should end by then (monotonic seconds)
 
     # --- planning ------------------------------------------------------------------------
 
     def plan(self) -> Plan:
         self._resume_preempted()
         self._admit()
+        self.step_budget = self._step_budget()
+        self.deadline = time.monotonic() + self.step_budget
         candidates = self.running
         if self.config.schedule == "interleaved" and self.running:
             self._turn %= len(self.running)
@@ -58,6 +90,27 @@ class Scheduler:
         generating = [r for r in candidates if r.is_generating and r not in
                       [item.request for item in prefills]]
         return Plan(prefills, self._plan_steps(generating, prefills))
+
+    def _step_budget(self) -> float:
+        """Seconds this step may take: the least audio buffered by any listener who is on
+        time and has frames waiting for the decoder, less a margin for delivery. Streams
+        already behind do not count (waiting cannot save them), nor do streams with nothing
+        to decode (waiting does not help them: their next work is in this step). While a
+        request waits for its first audio, new requests come first: steps are kept short
+        (prefills and first chunks, then the most urgent chunks) so that it comes soon.
+        No step is planned longer than `max_step_seconds`, so a request that arrives while
+        the engine is busy waits little."""
+        now, rate = time.monotonic(), self.family.audio.sample_rate
+        slacks = [r.slack(now, rate) for r in self.running
+                  if r.status is Status.RUNNING and r.first_audio_time is not None
+                  and r.pending_latents]
+        if any(r.first_audio_time is None and r.has_work for r in self.running):
+            return self.config.first_audio_step_seconds  # new requests first
+        on_time = [slack for slack in slacks if slack >= 0]
+        if not on_time:
+            return self.config.max_step_seconds
+        return min(self.config.max_step_seconds,
+                   max(0.0, min(on_time) - self.config.delivery_margin_seconds))
 
     def plan_decodes(self, candidates: list[Request] | None = None) -> list[DecodeItem]:
         lookahead = getattr(self.family, "decoder_lookahead", 0)
@@ -90,7 +143,36 @@ class Scheduler:
                     continue
             if pending >= size + lookahead:
                 items.append(DecodeItem(request, size, lookahead, history))
-        return items
+        return self._within_deadline(items, now, rate)
+
+    def _within_deadline(self, items: list[DecodeItem], now: float,
+                         rate: int) -> list[DecodeItem]:
+        """The chunks this step decodes: every on-time listener who would run dry within two
+        steps of this one's length, and others (first chunks, then the least slack first)
+        while the step still ends by its deadline; at least one. The rest wait a step."""
+        if self.deadline == float("inf") or len(items) <= 1:
+            return items
+        # NOTE: under overload (a stream already behind) nobody is protected: listeners
+        # stall anyway, and short steps keep new requests' first audio quick.
+        overloaded = any(r.first_audio_time is not None and r.pending_latents
+                         and r.slack(now, rate) < 0 for r in self.running)
+        starting = any(r.first_audio_time is None and r.has_work for r in self.running)
+        # NOTE: while a request waits for its first audio, only listeners who would run dry
+        # within this step are put before it; otherwise those within two steps are.
+        horizon = 0.0 if overloaded else (
+            self.step_budget + self.config.delivery_margin_seconds if starting
+            else 2 * self.step_budget)
+        items = sorted(items, key=lambda item: item.request.slack(now, rate))
+        chosen, spent = [], 0.0
+        for item in items:
+            cost = self.costs.decode_frame * (item.history + item.num_frames + item.lookahead)
+            slack = item.request.slack(now, rate)
+            is_urgent = 0 <= slack < horizon  # on time, not for long (behind: stalled anyway)
+            if chosen and not is_urgent and not self._fits(spent + cost):
+                continue
+            chosen.append(item)
+            spent += cost
+        return chosen
 
     def _chunk_size(self, slack: float | None, ready: int) -> int:
         """Frames in a request's next chunk. The first chunk is small (time to first audio).
@@ -101,14 +183,18 @@ class Scheduler:
         assert config.first_chunk_frames and config.chunk_frames and config.max_chunk_frames
         if slack is None:
             return config.first_chunk_frames
+        if slack < 0:
+            # NOTE: a stream already behind (overload) gets the biggest chunks: they cost
+            # least per frame, and its listener is better off with one long pause than
+            # with many short ones.
+            return config.max_chunk_frames
         frame_seconds = 1.0 / self.family.audio.frame_rate
         size = config.chunk_frames
         while size * 2 <= config.max_chunk_frames and size * 2 * frame_seconds <= slack:
             size *= 2
-        if 0 <= slack < config.chunk_frames * frame_seconds and ready >= 1:
+        if slack < config.chunk_frames * frame_seconds and ready >= 1:
             # NOTE: a listener close to running dry gets what is ready now rather than
-            # a full chunk later. A stream already behind (overload) keeps full chunks:
-            # they cost less.
+            # a full chunk later.
             size = min(size, ready)
         return size
 
@@ -153,7 +239,8 @@ class Scheduler:
                 self._fail(request, f"bad clause {text!r}: {error}")
                 continue
             if not self.family.is_autoregressive:
-                if len(items) >= self.config.max_clause_prefills_per_step:
+                if len(items) >= self.config.max_clause_prefills_per_step or (
+                        items and not self._fits(self.costs.prefill_clause * (len(items) + 1))):
                     break
                 self._start_clause_context(request)
                 request.pending_clauses.popleft()
@@ -162,6 +249,9 @@ class Scheduler:
                 continue
             count = int(plan.tokens.shape[0])
             if items and count > budget:
+                break
+            spent = self.config.prefill_token_budget - budget + count
+            if items and not self._fits(self.costs.step + self.costs.prefill_token * spent):
                 break
             self._start_clause_context(request)
             needed = request.table.blocks_needed(count, self.blocks.block_size)
@@ -179,6 +269,10 @@ class Scheduler:
             items.append(PrefillItem(request, plan.tokens, positions, slots))
             budget -= count
         return items
+
+    def _fits(self, seconds: float) -> bool:
+        """Whether `seconds` more work still ends this step before its deadline."""
+        return time.monotonic() + seconds <= self.deadline
 
     @property
     def _restarts_decoder(self) -> bool:

@@ -43,7 +43,7 @@ def piper_engine(family, **overrides) -> Engine:
 def test_unset_chunking_takes_the_family_preference(family, model) -> None:
     resolved = EngineConfig().for_family(family)
     assert (resolved.first_chunk_frames, resolved.chunk_frames, resolved.max_chunk_frames) == (
-        8, 32, 128)
+        24, 32, 128)
     explicit = EngineConfig(first_chunk_frames=3, chunk_frames=12).for_family(family)
     assert (explicit.first_chunk_frames, explicit.chunk_frames, explicit.max_chunk_frames) == (
         3, 12, 128)
@@ -64,13 +64,13 @@ def test_chunks_grow_with_the_listeners_buffer(family) -> None:
     engine = piper_engine(family)
     scheduler = engine.scheduler
     frame = 1.0 / family.audio.frame_rate
-    assert scheduler._chunk_size(None, 500) == 8  # first chunk
+    assert scheduler._chunk_size(None, 500) == 24  # first chunk
     sizes = [scheduler._chunk_size(slack, 500)
              for slack in (0.5 * 32 * frame, 40 * frame, 64 * frame, 130 * frame, 60.0)]
     assert sizes == [32, 32, 64, 128, 128]
     # a listener about to run dry gets what is ready now; one already behind, a full chunk
     assert scheduler._chunk_size(0.01, 5) == 5
-    assert scheduler._chunk_size(-1.0, 5) == 32
+    assert scheduler._chunk_size(-1.0, 5) == 128
 
 
 def test_split_decoder_batches_give_the_same_audio(family, monkeypatch) -> None:
@@ -141,3 +141,38 @@ def test_growing_chunks_equal_offline_synthesis(family) -> None:
     assert sizes[0] == 4 and max(sizes) == 64
     expected = family.model.synthesize(TEXTS[3] + " " + TEXTS[1], seed=7)
     assert rel_error(torch.cat(parts), expected) <= 1e-4
+
+
+def test_a_full_step_still_decodes_listeners_about_to_run_dry(family) -> None:
+    engine = piper_engine(family)
+    for i, text in enumerate(TEXTS):
+        engine.add_request(text, "default", family.make_params(seed=i), request_id=f"r{i}")
+    while any(r.first_audio_time is None for r in engine.requests.values()):
+        engine.step()
+    now = time.monotonic()
+    rate = family.audio.sample_rate
+    wanted_slack = {"r0": 5.0, "r1": 0.2, "r2": 3.0, "r3": 0.25}
+    for rid, slack in wanted_slack.items():
+        request = engine.requests[rid]
+        # shift the clock so that the listener has `slack` seconds buffered now
+        request.first_audio_time = now + slack - request.audio_seconds(rate)
+    scheduler = engine.scheduler
+    scheduler.costs.decode_frame = 1.0  # every chunk "costs" far more than the step allows
+    scheduler.plan()
+    assert scheduler.step_budget == pytest.approx(0.2 - 0.05, abs=0.02)  # r1 sets it
+    chosen = {item.request.request_id for item in scheduler.plan_decodes()}
+    assert chosen == {"r1", "r3"}  # both would run dry within two steps; the others wait
+    scheduler.costs.decode_frame = 1e-6  # cheap work: the step takes everything ready
+    scheduler.plan()
+    assert {item.request.request_id for item in scheduler.plan_decodes()} == set(wanted_slack)
+    run_to_completion(engine)
+    assert engine.is_idle()
+
+
+def test_stage_costs_follow_measurements(family) -> None:
+    engine = piper_engine(family)
+    costs = engine.scheduler.costs
+    costs.prefill_clause = 10.0  # a wrong prior
+    engine.add_request(TEXTS[1], "default", family.make_params(seed=0), request_id="a")
+    run_to_completion(engine)
+    assert costs.prefill_clause < 9.0 and costs.decode_frame < 0.01
