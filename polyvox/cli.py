@@ -20,7 +20,7 @@ def _say(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(max(1, args.threads)) if args.threads else None
     model = load_model(args.model, weights=args.weights, tokenizer=args.tokenizer,
-                       seed=args.seed, device=args.device)
+                       seed=args.seed, device=args.device, precision=args.precision)
     if getattr(model, "is_random", False):
         print(f"note: no weights found for {args.model}: it runs with random weights, so the "
               "audio will be noise. Pass --weights PATH (see README, 'Real Pocket TTS weights').",
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--seed", type=int, default=0)
     say.add_argument("--temperature", type=float, default=None)
     say.add_argument("--device", default="cpu")
+    say.add_argument("--precision", choices=["float32", "bfloat16"], default="float32")
     say.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     say.set_defaults(func=_say)
     models = commands.add_parser("models", help="list model names")

@@ -82,11 +82,12 @@ def check_voice_id(voice_id: str) -> str:
 
 def load_served(model: str, weights: str | None = None, tokenizer: str | None = None,
                 config: EngineConfig | None = None, device: str = "cpu",
-                seed: int = 0) -> Served:
+                seed: int = 0, precision: str = "float32") -> Served:
     """Load a model by name and put an engine around it, with its default voice."""
     from polyvox.models.registry import load_model
 
-    family = load_model(model, weights=weights, tokenizer=tokenizer, seed=seed, device=device)
+    family = load_model(model, weights=weights, tokenizer=tokenizer, seed=seed, device=device,
+                        precision=precision)
     return serve_family(model, family, config, device)
 
 

@@ -21,6 +21,9 @@ def add_bench_parser(commands: Any) -> None:
     bench = commands.add_parser("bench", help="benchmark the engine in-process")
     bench.add_argument("--model", default="pocket/english")
     bench.add_argument("--weights")
+    bench.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
+                       help="weights of pocket models' matmuls (the pocket-tts baseline "
+                       "stays float32)")
     bench.add_argument("--modes", default="sequential,interleaved,batched")
     bench.add_argument("--concurrency", default="1,4,16,32")
     bench.add_argument("--requests", type=int, default=2, help="requests per client")
@@ -79,8 +82,12 @@ def run_bench(args: argparse.Namespace) -> int:
         report.require_matplotlib()
     torch.set_num_threads(args.threads)
     console.print(f"measuring this machine's matmul ceiling on {args.threads} threads ...")
-    ceilings = physics.measure_ceilings(args.threads, repeats=3)
-    family = load_model(args.model, weights=args.weights, seed=args.seed)
+    from polyvox.models.layers.precision import parse_precision
+
+    ceilings = physics.measure_ceilings(args.threads, repeats=3,
+                                        dtype=parse_precision(args.precision))
+    family = load_model(args.model, weights=args.weights, seed=args.seed,
+                        precision=args.precision)
     flops = None
     if hasattr(family, "config"):
         flops = physics.pocket_flops_per_audio_second(family.config)["total"]
@@ -139,7 +146,10 @@ def run_bench(args: argparse.Namespace) -> int:
             served.stop()
     if args.baseline == "pocket-tts":
         with tempfile.TemporaryDirectory() as workdir:
-            baseline = PocketBaseline(family, Path(workdir))
+            # NOTE: pocket-tts runs its own float32 modules, whatever polyvox's precision.
+            reference = family if args.precision == "float32" else load_model(
+                args.model, weights=args.weights, seed=args.seed)
+            baseline = PocketBaseline(reference, Path(workdir))
             if overrides:
                 baseline.disable_eos()
             baseline_run(baseline, texts, 1, 1, "warmup-pocket-tts")
@@ -159,7 +169,8 @@ def run_bench(args: argparse.Namespace) -> int:
         console.print(f"real-time capacity: {capacity} streams"
                       + (f" (physical limit ~{limit:.0f})" if limit else ""))
     payload = {
-        "model": args.model, "threads": args.threads, "machine": ceilings.to_dict(),
+        "model": args.model, "precision": args.precision, "threads": args.threads,
+        "machine": ceilings.to_dict(),
         "flops_per_audio_second": flops, "physical_stream_limit": limit,
         "rows": rows, "ratios": ratios, "capacity": capacity,
     }

@@ -64,10 +64,11 @@ def _best_seconds(fn: Callable[[], Any], repeats: int, min_seconds: float = 0.05
     return best
 
 
-def matmul_ceiling(threads: int, size: int = 2048, repeats: int = 5) -> float:
-    """GFLOP/s of a [size, size] @ [size, size] fp32 matmul on `threads` threads."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    out = torch.empty(size, size)
+def matmul_ceiling(threads: int, size: int = 2048, repeats: int = 5,
+                   dtype: torch.dtype = torch.float32) -> float:
+    """GFLOP/s of a [size, size] @ [size, size] matmul in `dtype` on `threads` threads."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    out = torch.empty(size, size, dtype=dtype)
     with _num_threads(threads), torch.no_grad():
         seconds = _best_seconds(lambda: torch.mm(a, b, out=out), repeats)
     return 2 * size**3 / seconds / 1e9
@@ -90,20 +91,25 @@ class MachineCeilings:
     """The measured limits of this machine on `threads` threads."""
 
     threads: int
-    matmul_gflops: float  # large square fp32 matmul (2048^3)
+    matmul_gflops: float  # large square matmul (2048^3) in matmul_dtype
     gemm16_gflops: float  # 16 rows x 4096x4096 weight
     gemv_gflops: float  # 1 row x 4096x4096 weight
     weight_bandwidth_gbs: float  # weight bytes streamed per second by the 1-row case
+    matmul_dtype: str = "float32"
 
     def to_dict(self) -> dict[str, float]:
         return dict(vars(self))
 
 
-def measure_ceilings(threads: int, repeats: int = 5, weight_size: int = 4096) -> MachineCeilings:
+def measure_ceilings(threads: int, repeats: int = 5, weight_size: int = 4096,
+                     dtype: torch.dtype = torch.float32) -> MachineCeilings:
+    """The ceilings on `threads` threads; the big matmul in `dtype` (the precision the
+    model runs in, so that efficiency compares like with like), the rest in float32."""
     gemv_seconds = _gemm_seconds(threads, 1, weight_size, repeats)
     return MachineCeilings(
         threads=threads,
-        matmul_gflops=matmul_ceiling(threads, repeats=repeats),
+        matmul_gflops=matmul_ceiling(threads, repeats=repeats, dtype=dtype),
+        matmul_dtype=str(dtype).removeprefix("torch."),
         gemm16_gflops=gemv_ceiling(threads, 16, weight_size, repeats),
         gemv_gflops=2 * weight_size**2 / gemv_seconds / 1e9,
         weight_bandwidth_gbs=4 * weight_size**2 / gemv_seconds / 1e9,

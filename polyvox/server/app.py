@@ -74,7 +74,8 @@ async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
     try:
         served = await asyncio.to_thread(
             load_served, config.model, weights=config.weights, tokenizer=config.tokenizer,
-            config=config.engine, device=config.device, seed=config.seed)
+            config=config.engine, device=config.device, seed=config.seed,
+            precision=config.precision)
         served.start()
         state.loaded = served
         state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,

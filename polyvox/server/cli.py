@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--weights", help="checkpoint file, directory or cached HF repo id")
     model.add_argument("--tokenizer", help="tokenizer file (when not next to the weights)")
     model.add_argument("--device", default="cpu")
+    model.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
+                       help="weights of pocket models' matmuls (bfloat16: ~2x faster on CPUs "
+                       "with AVX512-BF16, ~1e-2 from float32)")
     model.add_argument("--seed", type=int, default=0, help="seed of random weights")
     model.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     net = parser.add_argument_group("network")
@@ -75,7 +78,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                           kv_memory_mb=args.kv_memory_mb)
     return ServerConfig(
         model=args.model, engine=engine, weights=args.weights, tokenizer=args.tokenizer,
-        device=args.device, seed=args.seed, data_dir=args.data_dir, api_key=args.api_key,
+        device=args.device, precision=args.precision, seed=args.seed, data_dir=args.data_dir, api_key=args.api_key,
         max_streams=args.max_streams or args.max_running, max_queued=args.max_queued,
         max_wait_seconds=args.max_wait, max_input_chars=args.max_input_chars,
         max_voice_bytes=int(args.max_voice_mb * MiB), max_voice_seconds=args.max_voice_seconds,

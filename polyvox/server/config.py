@@ -24,6 +24,7 @@ class ServerConfig:
     weights: str | None = None
     tokenizer: str | None = None
     device: str = "cpu"
+    precision: str = "float32"  # or bfloat16 (pocket models; layers/precision.py)
     seed: int = 0  # random-weights seed (models without a checkpoint)
     data_dir: Path = Path("polyvox-data")
     api_key: str | None = None

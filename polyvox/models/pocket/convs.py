@@ -90,7 +90,7 @@ class StreamingConvTranspose1d(nn.Module):
             state[key] = tail[:, -1, :, : self.overlap].contiguous()
         y = y.permute(0, 2, 1, 3).reshape(batch, -1, steps * stride)
         if self.convtr.bias is not None:
-            y = y + self.convtr.bias[:, None]
+            y = y + self.convtr.bias[:, None].to(y.dtype)
         return y
 
     def _per_frame(self, x: torch.Tensor) -> torch.Tensor:
@@ -103,11 +103,13 @@ class StreamingConvTranspose1d(nn.Module):
             weight = torch.nn.functional.pad(weight, (0, 2 * self.stride - kernel))
         groups = self.convtr.groups
         if groups == 1:
+            # NOTE: the weight may be stored in a lower precision (layers/precision.py):
+            # the GEMM runs in its dtype, the result comes back in the input's.
             columns = weight.reshape(weight.shape[0], -1)  # [C_in, C_out * 2S]
-            out = x.transpose(1, 2) @ columns  # [B, T, C_out * 2S]
+            out = (x.transpose(1, 2).to(columns.dtype) @ columns).to(x.dtype)  # [B, T, C_out*2S]
             return out.view(x.shape[0], x.shape[2], weight.shape[1], -1)
-        if groups == weight.shape[0] and weight.shape[1] == 1:  # depthwise
-            return (x.transpose(1, 2)[..., None] * weight[:, 0])  # [B, T, C, 2S]
+        if groups == weight.shape[0] and weight.shape[1] == 1:  # depthwise: memory-bound
+            return (x.transpose(1, 2)[..., None] * weight[:, 0].to(x.dtype))  # [B, T, C, 2S]
         raise NotImplementedError("grouped transposed convs other than depthwise")
 
 
