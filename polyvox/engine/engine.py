@@ -27,6 +27,7 @@ from polyvox.text.normalize import make_normalizer
 from polyvox.text.pipeline import TextPipeline
 
 MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored on a clause's first frames (pocket-tts' rule)
+BEHIND_SECONDS = 0.1  # a listener this far short of real time has heard an underrun
 
 
 class EngineError(RuntimeError):
@@ -67,6 +68,7 @@ class Engine:
         self.voices: dict[str, Voice] = {}
         self._ids = itertools.count()
         self._endings: list[AudioChunk] = []
+        self.num_behind = 0  # listeners short of real time after the last step
 
     # --- voices ----------------------------------------------------------------------------
 
@@ -193,7 +195,18 @@ class Engine:
         costs.observe("decode_frame", time.perf_counter() - started,
                       sum(i.history + i.num_frames + i.lookahead for i in decodes))
         outputs = [self._emit(item, pcm) for item, pcm in zip(decodes, decoded)]
-        return outputs + self._clause_marks() + self._collect_endings()
+        endings = self._clause_marks() + self._collect_endings()
+        self._count_behind()
+        return outputs + endings
+
+    def _count_behind(self) -> None:
+        """How many listeners with audio still to come are more than BEHIND_SECONDS short
+        of real time (read by admission control, from any thread)."""
+        now, rate = _now(), self.family.audio.sample_rate
+        self.num_behind = sum(
+            1 for r in self.scheduler.running
+            if r.first_audio_time is not None and r.has_work
+            and r.slack(now, rate) < -BEHIND_SECONDS)
 
     def _advance(self, request: Request, latent: torch.Tensor, eos_logit: float) -> None:
         """Apply one step's result: keep the frame, or end the clause (pocket-tts' rule:

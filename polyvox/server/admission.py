@@ -1,14 +1,20 @@
 """Admission control: who may generate now, who waits, who is told to come back later.
 
-NOTE (the rule): at most `max_running` streams generate at once. A request that finds a
-free turn and nobody waiting starts at once. Otherwise it waits in a FIFO queue, so
-queued requests start in arrival order, unless
+NOTE (the rule): at most `limit` streams generate at once. A request that finds a free
+turn, nobody waiting and the engine keeping up starts at once. Otherwise it waits in a
+FIFO queue, so queued requests start in arrival order, unless
   - the queue already holds `max_queued` requests, or
-  - its estimated wait exceeds `max_wait_seconds`: position / max_running x the mean
-    time a stream holds its turn (an exponential average over finished streams),
+  - its estimated wait exceeds `max_wait_seconds`: position / limit x the mean time a
+    stream holds its turn (an exponential average over finished streams),
 in which case it is refused with 429 and a Retry-After. Before the model is loaded and
 while shutting down every request is refused with 503. A refused or queued request holds
 nothing in the engine: the engine sees a request only once it has its turn.
+
+The limit adapts to what the machine sustains: `pressure()` (from the engine) says whether
+admitted listeners are falling behind real time. While it does, a stream that finishes is
+not replaced (the limit drops to what still runs); while it does not, each finished stream
+raises the limit by one, up to `max_running`. So a burst beyond capacity queues (and is
+refused once the wait grows too long) instead of stalling every listener.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import asyncio
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 SERVICE_AVERAGING = 0.2  # weight of the newest finished stream in the mean service time
@@ -44,6 +51,8 @@ class Admission:
     def __init__(self, max_running: int, max_queued: int, max_wait_seconds: float) -> None:
         self.max_running, self.max_queued = max_running, max_queued
         self.max_wait_seconds = max_wait_seconds
+        self.limit = max_running  # adapts between 1 and max_running (see the module doc)
+        self.pressure: Callable[[], bool] | None = None  # listeners falling behind?
         self.num_running = 0
         self.mean_service_seconds: float | None = None  # None until a stream finished
         self.is_ready = False
@@ -57,7 +66,7 @@ class Admission:
         """Seconds until the `position`-th queued request (1 = next) gets its turn."""
         if self.mean_service_seconds is None:
             return 0.0
-        return position / self.max_running * self.mean_service_seconds
+        return position / self.limit * self.mean_service_seconds
 
     def retry_after(self) -> int:
         """Seconds until a request would likely be let in: until a turn frees up, or until
@@ -70,7 +79,7 @@ class Admission:
         if not self.is_ready:
             raise Rejected(503, "not_ready", "the server is not ready (loading the model or "
                            "shutting down); retry shortly", NOT_READY_RETRY_SECONDS)
-        if self.num_running < self.max_running and not self._queue:
+        if self._has_room():
             return
         if len(self._queue) >= self.max_queued:
             raise Rejected(429, "queue_full", f"too many requests: {self.num_running} streams "
@@ -85,7 +94,7 @@ class Admission:
     async def acquire(self) -> Ticket:
         """Wait for a turn (FIFO); raises Rejected at once when refused."""
         self.check()
-        if self.num_running < self.max_running and not self._queue:
+        if self._has_room():
             self.num_running += 1
             return Ticket()
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -94,7 +103,7 @@ class Admission:
             await turn
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():
-                self._hand_over()  # the turn was handed to us as we gave up: pass it on
+                self._give_back()  # the turn was handed to us as we gave up: pass it on
             else:
                 self._queue.remove(turn)
             raise
@@ -111,13 +120,28 @@ class Admission:
             mean = self.mean_service_seconds
             self.mean_service_seconds = held if mean is None else (
                 (1 - SERVICE_AVERAGING) * mean + SERVICE_AVERAGING * held)
-        self._hand_over()
+        self._adapt()
+        self._give_back()
 
-    def _hand_over(self) -> None:
-        """The turn goes to the oldest waiter, or back to the pool."""
-        while self._queue:
+    def _is_pressed(self) -> bool:
+        return self.pressure is not None and self.num_running > 0 and self.pressure()
+
+    def _has_room(self) -> bool:
+        return self.num_running < self.limit and not self._queue and not self._is_pressed()
+
+    def _adapt(self) -> None:
+        """At a release: hold the limit at what still runs while listeners fall behind,
+        else raise it by one (up to max_running)."""
+        if self._is_pressed():
+            self.limit = max(1, min(self.limit, self.num_running - 1))
+        else:
+            self.limit = min(self.max_running, self.limit + 1)
+
+    def _give_back(self) -> None:
+        """A turn ends: the oldest waiters get turns while there is room."""
+        self.num_running -= 1
+        while self._queue and self.num_running < self.limit and not self._is_pressed():
             turn = self._queue.popleft()
             if not turn.done():
+                self.num_running += 1
                 turn.set_result(None)
-                return
-        self.num_running -= 1

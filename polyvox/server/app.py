@@ -78,6 +78,7 @@ async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
             precision=config.precision)
         served.start()
         state.loaded = served
+        state.admission.pressure = lambda: served.engine.num_behind > 0
         state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,
                                   config.min_voice_seconds)
         await state.voices.load()

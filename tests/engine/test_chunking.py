@@ -176,3 +176,18 @@ def test_stage_costs_follow_measurements(family) -> None:
     engine.add_request(TEXTS[1], "default", family.make_params(seed=0), request_id="a")
     run_to_completion(engine)
     assert costs.prefill_clause < 9.0 and costs.decode_frame < 0.01
+
+
+def test_listeners_behind_real_time_are_counted(family) -> None:
+    engine = piper_engine(family)
+    engine.add_request(TEXTS[3], "default", family.make_params(seed=0), request_id="a")
+    while engine.requests["a"].first_audio_time is None:
+        engine.step()
+    assert engine.num_behind == 0  # synthesis runs faster than real time here
+    request = engine.requests["a"]
+    request.first_audio_time -= 30.0  # as if the listener had waited 30 s for this audio
+    engine.step()
+    assert engine.num_behind == 1
+    run_to_completion(engine)
+    engine.step()
+    assert engine.num_behind == 0  # finished streams are not behind anyone

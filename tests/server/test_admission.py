@@ -174,3 +174,44 @@ async def _overload(server: Server) -> None:
     assert "C" not in started
     assert started["B"] < started["D"]
     assert finished["B"] <= started["D"]
+
+
+# --- the limit follows what the machine sustains ------------------------------------------
+
+def test_streams_falling_behind_hold_new_requests_back_until_they_recover() -> None:
+    async def run() -> None:
+        behind = False
+        admission = Admission(max_running=8, max_queued=10, max_wait_seconds=60)
+        admission.pressure = lambda: behind
+        admission.is_ready = True
+        tickets = [await admission.acquire() for _ in range(4)]
+        behind = True  # the engine reports listeners short of real time
+        waiter = asyncio.create_task(admission.acquire())
+        await asyncio.sleep(0)
+        assert admission.num_queued == 1 and admission.num_running == 4  # not let in
+        admission.release(tickets.pop())  # a stream ends while still behind: not replaced
+        await asyncio.sleep(0)
+        assert admission.limit == 3 and admission.num_running == 3 and not waiter.done()
+        behind = False  # caught up: the next release lets the waiter in and raises the limit
+        admission.release(tickets.pop())
+        tickets.append(await asyncio.wait_for(waiter, 1))
+        assert admission.limit == 4 and admission.num_running == 3
+        # with room again, arrivals start at once, and the limit climbs back by releases
+        tickets.append(await admission.acquire())
+        for ticket in tickets:
+            admission.release(ticket)
+        assert admission.num_running == 0 and admission.limit == 8
+
+    asyncio.run(run())
+
+
+def test_the_first_stream_is_always_admitted_even_under_pressure() -> None:
+    async def run() -> None:
+        admission = Admission(max_running=4, max_queued=4, max_wait_seconds=60)
+        admission.pressure = lambda: True  # nothing runs, so nothing can be behind
+        admission.is_ready = True
+        ticket = await asyncio.wait_for(admission.acquire(), 1)
+        admission.release(ticket)
+        assert admission.num_running == 0 and admission.limit >= 1
+
+    asyncio.run(run())
