@@ -10,7 +10,7 @@ CHAINING = ("chained", "pocket")
 # Chunking defaults when neither the config nor the family says otherwise.
 FALLBACKS: dict[str, int | None] = {
     "first_chunk_frames": 1, "chunk_frames": 4, "max_chunk_frames": None,
-    "max_clause_tokens": 50,
+    "max_clause_tokens": 50, "first_clause_tokens": None,
 }
 
 
@@ -45,6 +45,7 @@ class EngineConfig:
     chunk_frames: int | None = None  # later chunks, while a listener's buffer is short
     max_chunk_frames: int | None = None  # chunks grow up to this as the buffer builds up
     max_clause_tokens: int | None = None
+    first_clause_tokens: int | None = None  # a text's first clause ends at a comma past this
     context_window: int = 384  # own positions kept across clauses (chained mode)
     # While a request waits for its first audio, streams with more than this much audio
     # buffered put their next chunk off by a step.

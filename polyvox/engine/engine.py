@@ -118,7 +118,8 @@ class Engine:
                     self.family.split_like_reference(text, self.config.max_clause_tokens))
         else:
             request.splitter = TextPipeline(self.family.count_tokens,
-                                            self.config.max_clause_tokens, normalize)
+                                            self.config.max_clause_tokens, normalize,
+                                            first_max_tokens=self.config.first_clause_tokens)
             request.pending_clauses.extend(request.splitter.feed(text))
             if text_complete:
                 request.pending_clauses.extend(request.splitter.flush())

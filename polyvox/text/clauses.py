@@ -4,6 +4,10 @@ Text arrives in pieces; a clause is ready once it provably ends: a sentence mark
 (. ! ? …, possibly followed by closing quotes/brackets) followed by whitespace. A sentence
 longer than the token cap is cut further after `,` `;` `:` followed by whitespace. The
 rest waits for more text or for `flush()` at the end of the input.
+
+The first clause of a text may have a smaller cap (`first_max_tokens`): a family whose
+prefill cost grows with the clause (Piper's front) starts speaking sooner when its first
+clause ends at the first comma. Without a comma the sentence stays whole.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ def _is_spelled(word: str) -> bool:
 
 
 class ClauseSplitter:
-    def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 50) -> None:
+    def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 50,
+                 first_max_tokens: int | None = None) -> None:
         self.count_tokens, self.max_tokens = count_tokens, max_tokens
+        self.first_max_tokens = min(first_max_tokens or max_tokens, max_tokens)
         self.buffer = ""
+        self.num_clauses = 0  # emitted so far
 
     def feed(self, text: str) -> list[str]:
         """Add text; return the clauses it completed (possibly none)."""
@@ -38,17 +45,23 @@ class ClauseSplitter:
             if match is None:
                 break
             sentence, self.buffer = self.buffer[: match.end()], self.buffer[match.end():]
-            clauses += self._cut_long(sentence)
-        return [c for c in clauses if c]
+            clauses += self._emit(self._cut_long(sentence))
+        return clauses
 
     def flush(self) -> list[str]:
         """The end of the input: whatever is left is the last clause(s)."""
         rest, self.buffer = self.buffer, ""
-        return [c for c in self._cut_long(rest) if c]
+        return self._emit(self._cut_long(rest))
+
+    def _emit(self, clauses: list[str]) -> list[str]:
+        clauses = [c for c in clauses if c]
+        self.num_clauses += len(clauses)
+        return clauses
 
     def _cut_long(self, sentence: str) -> list[str]:
         sentence = sentence.strip()
-        if not sentence or self.count_tokens(sentence) <= self.max_tokens:
+        first_cap = self.first_max_tokens if self.num_clauses == 0 else self.max_tokens
+        if not sentence or self.count_tokens(sentence) <= first_cap:
             return [sentence]
         pieces, start = [], 0
         for match in _CLAUSE_END.finditer(sentence):
@@ -62,14 +75,16 @@ class ClauseSplitter:
         # Regroup consecutive pieces while they fit under the cap.
         clauses: list[str] = []
         for piece in pieces:
-            if clauses and self.count_tokens(clauses[-1] + " " + piece) <= self.max_tokens:
+            cap = first_cap if len(clauses) == 1 else self.max_tokens
+            if clauses and self.count_tokens(clauses[-1] + " " + piece) <= cap:
                 clauses[-1] = clauses[-1] + " " + piece
             else:
                 clauses.append(piece)
         return clauses
 
 
-def split_text(text: str, count_tokens: Callable[[str], int], max_tokens: int = 50) -> list[str]:
+def split_text(text: str, count_tokens: Callable[[str], int], max_tokens: int = 50,
+               first_max_tokens: int | None = None) -> list[str]:
     """All clauses of a complete text."""
-    splitter = ClauseSplitter(count_tokens, max_tokens)
+    splitter = ClauseSplitter(count_tokens, max_tokens, first_max_tokens)
     return splitter.feed(text) + splitter.flush()

@@ -12,9 +12,10 @@ from polyvox.text.normalize import StreamingNormalizer, make_normalizer
 
 class TextPipeline:
     def __init__(self, count_tokens: Callable[[str], int], max_tokens: int,
-                 normalize: bool = True, language: str = "en") -> None:
+                 normalize: bool = True, language: str = "en",
+                 first_max_tokens: int | None = None) -> None:
         self.normalizer = StreamingNormalizer(make_normalizer(language, enabled=normalize))
-        self.splitter = ClauseSplitter(count_tokens, max_tokens)
+        self.splitter = ClauseSplitter(count_tokens, max_tokens, first_max_tokens)
 
     def feed(self, text: str) -> list[str]:
         """Add raw text; return the clauses (normalized) it completed."""

@@ -8,6 +8,7 @@ from conftest import rel_error
 
 from polyvox.config import EngineConfig
 from polyvox.engine.engine import Engine, run_to_completion
+from polyvox.text.clauses import split_text
 
 pytest.importorskip("piper")
 
@@ -45,8 +46,21 @@ def test_eight_concurrent_requests_equal_offline_synthesis(family, schedule) -> 
             chunk_counts[chunk.request_id] = chunk_counts.get(chunk.request_id, 0) + 1
     assert engine.is_idle() and engine.check_integrity()
     for i, text in enumerate(TEXTS):
-        expected = family.model.synthesize(text, seed=i)
+        expected = offline(family, text, i, engine.config.first_clause_tokens)
         assert rel_error(torch.cat(audio[f"r{i}"]), expected) <= 1e-4
+    # the first clause ended at the comma (a shorter front, sooner audio); the rest is whole
+    assert split_text(TEXTS[0], family.count_tokens, 50, engine.config.first_clause_tokens) == [
+        "Hello world,", "this is the joe voice."]
+
+
+def offline(family, text: str, seed: int, first_clause_tokens: int | None) -> torch.Tensor:
+    """Each clause (as the engine splits the text) synthesized whole, as one utterance, with
+    one generator for the request."""
+    generator = family.new_generator(seed)
+    params = family.make_params(seed=seed)
+    parts = [family.model.decode(family.clause_latents(clause, params, generator).t())
+             for clause in split_text(text, family.count_tokens, 50, first_clause_tokens)]
+    return torch.cat(parts)
     assert max(chunk_counts.values()) > 3  # really streamed in chunks
 
 

@@ -58,3 +58,18 @@ def test_pieces_give_the_same_clauses_as_the_whole(seed: int) -> None:
         streamed += splitter.feed(text[a:b])
     streamed += splitter.flush()
     assert streamed == split_text(text, words, max_tokens=8)
+
+
+def test_the_first_clause_ends_at_its_first_comma_past_the_first_cap() -> None:
+    text = ("When the power went out, we lit candles and told stories until midnight. "
+            "Later, after the storm, the lights came back.")
+    assert split_text(text, words, max_tokens=50, first_max_tokens=3) == [
+        "When the power went out,", "we lit candles and told stories until midnight.",
+        "Later, after the storm, the lights came back."]  # later sentences stay whole
+    assert split_text("No comma in this rather long first sentence at all.", words,
+                      max_tokens=50, first_max_tokens=3) == [
+        "No comma in this rather long first sentence at all."]
+    # streamed in pieces, the same clauses come out
+    splitter = ClauseSplitter(words, max_tokens=50, first_max_tokens=3)
+    streamed = [c for piece in (text[:17], text[17:40], text[40:]) for c in splitter.feed(piece)]
+    assert streamed + splitter.flush() == split_text(text, words, 50, 3)
