@@ -47,8 +47,8 @@ def test_unset_chunking_takes_the_family_preference(family, model) -> None:
     explicit = EngineConfig(first_chunk_frames=3, chunk_frames=12).for_family(family)
     assert (explicit.first_chunk_frames, explicit.chunk_frames, explicit.max_chunk_frames) == (
         3, 12, 128)
-    pocket = EngineConfig().for_family(model)  # no preference: fixed chunks, no growth
-    assert (pocket.first_chunk_frames, pocket.chunk_frames, pocket.max_chunk_frames) == (1, 4, 4)
+    pocket = EngineConfig().for_family(model)  # 2-frame first chunk, fixed chunks, no growth
+    assert (pocket.first_chunk_frames, pocket.chunk_frames, pocket.max_chunk_frames) == (2, 4, 4)
     assert EngineConfig(chunk_frames=16).for_family(model).max_chunk_frames == 16
     assert Engine(family, EngineConfig()).config.chunk_frames == 32
 
