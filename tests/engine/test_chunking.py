@@ -86,7 +86,10 @@ def test_split_decoder_batches_give_the_same_audio(family, monkeypatch) -> None:
         monkeypatch.setattr(family, "decoder_batch_frames", budget, raising=False)
         monkeypatch.setattr(family, "decode", counting, raising=False)
         calls.clear()
-        engine = piper_engine(family, first_chunk_frames=8, chunk_frames=16, max_chunk_frames=16)
+        # NOTE: no step deadlines here (they depend on this machine's speed): only the
+        # frame budget may split a decoder batch.
+        engine = piper_engine(family, first_chunk_frames=8, chunk_frames=16, max_chunk_frames=16,
+                              first_audio_step_seconds=1e9, max_step_seconds=1e9)
         for i, text in enumerate(TEXTS):
             engine.add_request(text, "default", family.make_params(seed=i), request_id=f"r{i}")
         outputs.append(run_to_completion(engine))
