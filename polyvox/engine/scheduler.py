@@ -104,13 +104,17 @@ class Scheduler:
         slacks = [r.slack(now, rate) for r in self.running
                   if r.status is Status.RUNNING and r.first_audio_time is not None
                   and r.pending_latents]
-        if any(r.first_audio_time is None and r.has_work for r in self.running):
+        if self._awaits_first_audio():
             return self.config.first_audio_step_seconds  # new requests first
         on_time = [slack for slack in slacks if slack >= 0]
         if not on_time:
             return self.config.max_step_seconds
         return min(self.config.max_step_seconds,
                    max(0.0, min(on_time) - self.config.delivery_margin_seconds))
+
+    def _awaits_first_audio(self) -> bool:
+        """Whether an admitted request with work to do has not spoken yet."""
+        return any(r.first_audio_time is None and r.has_work for r in self.running)
 
     def plan_decodes(self, candidates: list[Request] | None = None) -> list[DecodeItem]:
         lookahead = getattr(self.family, "decoder_lookahead", 0)
@@ -119,7 +123,7 @@ class Scheduler:
         rate = self.family.audio.sample_rate
         # NOTE: while a request still waits for its first audio, streams with a long
         # buffer let it go first (their chunk waits a step); work is reordered, not lost.
-        starting = any(r.first_audio_time is None and r.has_work for r in self.running)
+        starting = self._awaits_first_audio()
         items = []
         for request in candidates if candidates is not None else self.running:
             pending = len(request.pending_latents)
@@ -150,13 +154,13 @@ class Scheduler:
         """The chunks this step decodes: every on-time listener who would run dry within two
         steps of this one's length, and others (first chunks, then the least slack first)
         while the step still ends by its deadline; at least one. The rest wait a step."""
-        if self.deadline == float("inf") or len(items) <= 1:
+        if len(items) <= 1:
             return items
         # NOTE: under overload (a stream already behind) nobody is protected: listeners
         # stall anyway, and short steps keep new requests' first audio quick.
         overloaded = any(r.first_audio_time is not None and r.pending_latents
                          and r.slack(now, rate) < 0 for r in self.running)
-        starting = any(r.first_audio_time is None and r.has_work for r in self.running)
+        starting = self._awaits_first_audio()
         # NOTE: while a request waits for its first audio, only listeners who would run dry
         # within this step are put before it; otherwise those within two steps are.
         horizon = 0.0 if overloaded else (
