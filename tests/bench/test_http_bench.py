@@ -164,3 +164,18 @@ def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "cannot reach the server" in done.stderr and "polyvox serve" in done.stderr
+
+
+def test_an_open_loop_run_over_the_websocket(server: Server, tmp_path: Path) -> None:
+    path = tmp_path / "open.json"
+    done = subprocess.run([sys.executable, "-m", "polyvox.cli", "bench", "--url", server.url,
+                           "--transport", "ws", "--concurrency", "1", "--requests", "1",
+                           "--rate", "4", "--duration", "1.5", "--json", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + done.stdout
+    rows = json.loads(path.read_text())["rows"]
+    [open_row] = [row for row in rows if row.get("rate") == 4]
+    # Poisson arrivals at 4/s for 1.5 s: some requests, each served over the WebSocket
+    assert open_row["mode"] == "server-ws" and open_row["concurrency"] == 0
+    assert open_row["requests"] >= 1 and open_row["errors"] == 0
+    assert open_row["audio_seconds"] > 0 and open_row["ttfa_p50_ms"] > 0
