@@ -194,7 +194,7 @@ class Engine:
         started = time.perf_counter()
         decoded = self.runner.decode(decodes)
         costs.observe("decode_frame", time.perf_counter() - started,
-                      sum(i.history + i.num_frames + i.lookahead for i in decodes))
+                      sum(item.window_frames for item in decodes))
         outputs = [self._emit(item, pcm) for item, pcm in zip(decodes, decoded)]
         endings = self._clause_marks() + self._collect_endings()
         self._count_behind()

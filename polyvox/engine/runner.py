@@ -38,6 +38,11 @@ class DecodeItem(NamedTuple):
     lookahead: int = 0  # pending frames after them that the decoder may look at
     history: int = 0  # frames before them the decoder's slot still holds (windowed decoders)
 
+    @property
+    def window_frames(self) -> int:
+        """Frames the decoder reads for this chunk: history, new frames, lookahead."""
+        return self.history + self.num_frames + self.lookahead
+
 
 class Runner:
     def __init__(self, family: ModelFamily, cache: PagedKVCache, slots: DecoderSlotPool) -> None:
@@ -138,7 +143,7 @@ class Runner:
         for (frames, lookahead, history), group in groups.items():
             # NOTE: a family may cap the frames of one decoder call: on CPU a convolution
             # stack slows down sharply once a batch's activations leave the cache.
-            size = max(1, budget // (history + frames + lookahead)) if budget else len(group)
+            size = max(1, budget // items[group[0]].window_frames) if budget else len(group)
             for start in range(0, len(group), size):
                 self._decode_batch(items, group[start: start + size], frames, lookahead,
                                    history, results)

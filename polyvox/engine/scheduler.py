@@ -73,6 +73,8 @@ class Scheduler:
         self.costs = StageCosts()
         self.step_budget = float("inf")  # seconds this step may take
         self.deadline = float("inf")  # this step should end by then (monotonic seconds)
+        self.starting = False  # this step: an admitted request awaits its first audio
+        self.overloaded = False  # this step: a listener with frames to decode is behind
 
     # --- planning ------------------------------------------------------------------------
 
@@ -104,7 +106,10 @@ class Scheduler:
         slacks = [r.slack(now, rate) for r in self.running
                   if r.status is Status.RUNNING and r.first_audio_time is not None
                   and r.pending_latents]
-        if self._awaits_first_audio():
+        self.overloaded = any(r.first_audio_time is not None and r.pending_latents
+                              and r.slack(now, rate) < 0 for r in self.running)
+        self.starting = any(r.first_audio_time is None and r.has_work for r in self.running)
+        if self.starting:
             return self.config.first_audio_step_seconds  # new requests first
         on_time = [slack for slack in slacks if slack >= 0]
         if not on_time:
@@ -112,25 +117,20 @@ class Scheduler:
         return min(self.config.max_step_seconds,
                    max(0.0, min(on_time) - self.config.delivery_margin_seconds))
 
-    def _awaits_first_audio(self) -> bool:
-        """Whether an admitted request with work to do has not spoken yet."""
-        return any(r.first_audio_time is None and r.has_work for r in self.running)
-
     def plan_decodes(self, candidates: list[Request] | None = None) -> list[DecodeItem]:
         lookahead = getattr(self.family, "decoder_lookahead", 0)
         max_history = getattr(self.family, "decoder_history", 0)
         now = time.monotonic()
         rate = self.family.audio.sample_rate
-        # NOTE: while a request still waits for its first audio, streams with a long
-        # buffer let it go first (their chunk waits a step); work is reordered, not lost.
-        starting = self._awaits_first_audio()
         items = []
         for request in candidates if candidates is not None else self.running:
             pending = len(request.pending_latents)
             if request.decoder_slot is None or not pending:
                 continue
             slack = request.slack(now, rate) if request.first_audio_time is not None else None
-            if starting and slack is not None and slack > self.config.defer_slack_seconds:
+            # NOTE: while a request still waits for its first audio, streams with a long
+            # buffer let it go first (their chunk waits a step); work is reordered, not lost.
+            if self.starting and slack is not None and slack > self.config.defer_slack_seconds:
                 continue
             size = self._chunk_size(slack, pending - lookahead)
             history = min(max_history, request.clause_frames_decoded)
@@ -157,19 +157,16 @@ class Scheduler:
         if len(items) <= 1:
             return items
         # NOTE: under overload (a stream already behind) nobody is protected: listeners
-        # stall anyway, and short steps keep new requests' first audio quick.
-        overloaded = any(r.first_audio_time is not None and r.pending_latents
-                         and r.slack(now, rate) < 0 for r in self.running)
-        starting = self._awaits_first_audio()
-        # NOTE: while a request waits for its first audio, only listeners who would run dry
-        # within this step are put before it; otherwise those within two steps are.
-        horizon = 0.0 if overloaded else (
-            self.step_budget + self.config.delivery_margin_seconds if starting
+        # stall anyway, and short steps keep new requests' first audio quick. While a
+        # request waits for its first audio, only listeners who would run dry within this
+        # step are put before it; otherwise those within two steps are.
+        horizon = 0.0 if self.overloaded else (
+            self.step_budget + self.config.delivery_margin_seconds if self.starting
             else 2 * self.step_budget)
         items = sorted(items, key=lambda item: item.request.slack(now, rate))
         chosen, spent = [], 0.0
         for item in items:
-            cost = self.costs.decode_frame * (item.history + item.num_frames + item.lookahead)
+            cost = self.costs.decode_frame * item.window_frames
             slack = item.request.slack(now, rate)
             is_urgent = 0 <= slack < horizon  # on time, not for long (behind: stalled anyway)
             if chosen and not is_urgent and not self._fits(spent + cost):

@@ -38,7 +38,6 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
             raise ValueError(f"precision {precision} is available for pocket/ models only, "
                              f"not {name}")
         lower_precision(modules, dtype)
-        family.precision = precision
     return family
 
 

@@ -36,6 +36,15 @@ def voice(model):
     return model.voice_from_audio(audio, 24000, name="chirp")
 
 
+@pytest.fixture(scope="session")
+def family():
+    """The Piper joe voice (the default model), loaded once for the engine's Piper tests."""
+    pytest.importorskip("piper")
+    from polyvox.models.registry import load_model
+
+    return load_model("piper/joe")
+
+
 def make_engine(model, voice=None, **overrides) -> Engine:
     config = EngineConfig(**({"kv_memory_mb": 32} | overrides))
     engine = Engine(model, config)

@@ -26,13 +26,6 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def family():
-    from polyvox.models.registry import load_model
-
-    return load_model("piper/joe")
-
-
 def piper_engine(family, **overrides) -> Engine:
     engine = Engine(family, EngineConfig(**overrides))
     empty = family.empty_voice()

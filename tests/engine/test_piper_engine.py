@@ -24,13 +24,6 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def family():
-    from polyvox.models.registry import load_model
-
-    return load_model("piper/joe")
-
-
 @pytest.mark.parametrize("schedule", ["sequential", "batched"])
 def test_eight_concurrent_requests_equal_offline_synthesis(family, schedule) -> None:
     engine = Engine(family, EngineConfig(schedule=schedule, first_chunk_frames=5, chunk_frames=16))
