@@ -78,6 +78,11 @@ class Runner:
         if not items:
             return []
         if not self.family.is_autoregressive:
+            batched = getattr(self.family, "clause_latents_batch", None)
+            if batched is not None:  # one front call for every clause of the step
+                return batched([self._clause_text(item) for item in items],
+                               [item.request.params for item in items],
+                               [item.request.generator for item in items])
             return [self.family.clause_latents(self._clause_text(item), item.request.params,
                                                item.request.generator) for item in items]
         read_slots, read_positions = self._reads([item.request for item in items])
