@@ -44,6 +44,7 @@ def test_eight_concurrent_requests_equal_offline_synthesis(family, schedule) -> 
     # the first clause ended at the comma (a shorter front, sooner audio); the rest is whole
     assert split_text(TEXTS[0], family.count_tokens, 50, engine.config.first_clause_tokens) == [
         "Hello world,", "this is the joe voice."]
+    assert max(chunk_counts.values()) > 3  # really streamed in chunks
 
 
 def offline(family, text: str, seed: int, first_clause_tokens: int | None) -> torch.Tensor:
@@ -54,7 +55,6 @@ def offline(family, text: str, seed: int, first_clause_tokens: int | None) -> to
     parts = [family.model.decode(family.clause_latents(clause, params, generator).t())
              for clause in split_text(text, family.count_tokens, 50, first_clause_tokens)]
     return torch.cat(parts)
-    assert max(chunk_counts.values()) > 3  # really streamed in chunks
 
 
 def test_speed_changes_duration(family) -> None:

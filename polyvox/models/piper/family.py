@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from polyvox.models.base import ClausePlan, KVSpec
-from polyvox.models.piper.front import make_generator
+from polyvox.models.piper.front import Sentence, make_generator
 from polyvox.models.piper.model import PiperModel
 from polyvox.text.clauses import split_text
 
@@ -99,12 +99,29 @@ class PiperFamily:
     def clause_latents(self, text: str, params: PiperParams,
                        generator: torch.Generator) -> torch.Tensor:
         """All latent frames of a clause, [T, 192] (espeak sentences concatenated)."""
-        scales = self.model.scales(params.speed, params.noise)
-        pieces = [self.model.latents(ids, scales, generator).latents
-                  for ids in self.model.sentence_ids(text)]
-        if not pieces:
-            return torch.zeros(0, self.latent_dim)
-        return torch.cat(pieces, dim=1).t().contiguous()
+        return self.clause_latents_batch([text], [params], [generator])[0]
+
+    @torch.no_grad()
+    def clause_latents_batch(self, texts: list[str], params: list[PiperParams],
+                             generators: list[torch.Generator]) -> list[torch.Tensor]:
+        """Every clause of an engine step at once: [T_i, 192] each, in order.
+
+        The sentences of all clauses go through the front together (stage 1 batched); a
+        clause's latents equal what `clause_latents` alone would give, whatever else is in
+        the batch, and each generator draws the same noise in the same order.
+        """
+        sentences, owners = [], []
+        for clause, (text, request_params, generator) in enumerate(
+                zip(texts, params, generators, strict=True)):
+            scales = self.model.scales(request_params.speed, request_params.noise)
+            for ids in self.model.sentence_ids(text):
+                sentences.append(Sentence(ids, scales, generator))
+                owners.append(clause)
+        pieces: list[list[torch.Tensor]] = [[] for _ in texts]
+        for clause, output in zip(owners, self.model.latents_batch(sentences)):
+            pieces[clause].append(output.latents)  # [192, T_sentence]
+        return [torch.cat(parts, dim=1).t().contiguous() if parts
+                else torch.zeros(0, self.latent_dim) for parts in pieces]
 
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"history": (self.latent_dim, HISTORY)}

@@ -5,15 +5,18 @@ in onnxruntime. The graph is cut where the latent noise enters, because that noi
 one column per output frame and the number of frames is only known after the duration
 predictor has run:
 
-    stage 1 (durations):  ids, scales, duration_noise [1, 2, T_ids] -> durations, cut tensors
+    stage 1 (durations):  ids, scales, duration_noise [B, 2, T_ids] -> durations, cut tensors
     stage 2 (latents):    cut tensors, latent_noise [1, C, T_frames] -> z [1, C, T_frames]
 
-Both noises come from one torch.Generator, drawn in that order, so a seed fixes the
-output whatever else runs in the process.
+Both noises come from the sentence's torch.Generator, drawn in that order, so a seed fixes
+the output whatever else runs in the process. Stage 1 runs many sentences at once (its
+cost is mostly per call); stage 2 is compute-bound per frame and runs one sentence at a
+time on that sentence's own frames (padding would only add work).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +33,27 @@ from polyvox.models.piper.onnx_graph import (
 )
 
 FRONT_INPUTS = ("input", "input_lengths", "scales", DURATION_NOISE)
+# Stage 1 pads a batch's ids to its longest sentence; a sentence longer than this many
+# times the batch's shortest starts another batch (padding would cost more than a call).
+MAX_PADDING_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class Scales:
+    """VITS inference scales for one request."""
+
+    noise_scale: float  # latent (prior) noise
+    length_scale: float  # phoneme duration multiplier (> 1 is slower)
+    noise_w: float  # duration noise
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence for the front: its phoneme ids, how to say it, whose noise to draw."""
+
+    phoneme_ids: list[int]
+    scales: Scales
+    generator: torch.Generator
 
 
 @dataclass(frozen=True)
@@ -100,24 +124,118 @@ class PiperFront:
         seed: int | torch.Generator,
     ) -> FrontOutput:
         """One sentence's phoneme ids -> z [C, T_frames], with noise drawn from `seed`."""
-        if not phoneme_ids:
-            raise ValueError("phoneme_ids is empty: nothing to synthesize.")
-        generator = make_generator(seed)
-        inputs = {
-            "input": np.asarray([phoneme_ids], dtype=np.int64),  # [1, T_ids]
-            "input_lengths": np.asarray([len(phoneme_ids)], dtype=np.int64),  # [1]
-            "scales": np.asarray([noise_scale, length_scale, noise_w], dtype=np.float32),
-            DURATION_NOISE: draw_duration_noise(len(phoneme_ids), generator).numpy(),
-        }
+        scales = Scales(noise_scale, length_scale, noise_w)
+        (output,) = self.run([Sentence(phoneme_ids, scales, make_generator(seed))])
+        return output
+
+    def run(self, sentences: list[Sentence]) -> list[FrontOutput]:
+        """Many sentences -> z [C, T_frames] each, in order; stage 1 batched.
+
+        Each sentence's output equals what a call with it alone would give (to ~1e-5
+        relative: onnxruntime's kernels round differently at batch > 1), and every
+        generator draws what one-at-a-time calls in list order would have drawn.
+        """
+        for sentence in sentences:
+            if not sentence.phoneme_ids:
+                raise ValueError("phoneme_ids is empty: nothing to synthesize.")
+        outputs: list[FrontOutput | None] = [None] * len(sentences)
+        # NOTE: a generator's next duration noise comes after its last latent noise, whose
+        # size stage 1 decides: a batch holds at most one sentence per generator, and a
+        # generator's later sentences go into later rounds.
+        for indices in _draw_rounds(sentences):
+            for batch in _batches(sentences, indices):
+                for index, output in zip(batch, self._run_batch([sentences[i] for i in batch])):
+                    outputs[index] = output
+        return [output for output in outputs if output is not None]
+
+    def _run_batch(self, sentences: list[Sentence]) -> list[FrontOutput]:
+        """Sentences with equal scales and distinct generators: one stage-1 call."""
+        scales = sentences[0].scales
+        shared = np.asarray([scales.noise_scale, scales.length_scale, scales.noise_w],
+                            dtype=np.float32)
+        # What each sentence alone would feed: ids [1, T_ids], noise [1, 2, T_ids].
+        rows = [{
+            "input": np.asarray([s.phoneme_ids], dtype=np.int64),
+            "input_lengths": np.asarray([len(s.phoneme_ids)], dtype=np.int64),
+            "scales": shared,
+            DURATION_NOISE: draw_duration_noise(len(s.phoneme_ids), s.generator).numpy(),
+        } for s in sentences]
+        inputs = rows[0] if len(rows) == 1 else _padded(rows)
         stage1 = dict(zip(self._stage1_outputs, self._stage1.run(self._stage1_outputs, inputs)))
-        template = stage1[self._template]  # [1, C, T_frames]
-        latent_noise = draw_latent_noise(template.shape, generator)
-        feed = {name: inputs[name] for name in self._direct}
-        feed.update({name: stage1[name] for name in (self._template, *self._cut)})
-        feed[LATENT_NOISE] = latent_noise.numpy()
-        (z,) = self._stage2.run(None, feed)  # [1, C, T_frames]
-        durations = stage1[self._stage1_outputs[0]].reshape(-1)  # [T_ids]
-        return FrontOutput(
-            latents=torch.from_numpy(z[0]).float(),
-            durations=torch.from_numpy(durations).long(),
-        )
+        durations = stage1[self._stage1_outputs[0]]  # [B, 1, T_ids], 0 past a row's ids
+        template = stage1[self._template]  # [B, C, T_frames] of the longest sentence
+        outputs = []
+        for row, sentence in enumerate(sentences):
+            num_ids = len(sentence.phoneme_ids)
+            frames = max(1, int(durations[row].sum()))  # VITS makes at least one frame
+            feed = {name: rows[row][name] for name in self._direct}
+            feed.update({name: _frames_of_row(stage1[name], row, frames, len(rows))
+                         for name in (self._template, *self._cut)})
+            shape = (1, *template.shape[1:-1], frames)  # [1, C, T_frames]
+            feed[LATENT_NOISE] = draw_latent_noise(shape, sentence.generator).numpy()
+            (z,) = self._stage2.run(None, feed)  # [1, C, T_frames]
+            outputs.append(FrontOutput(
+                latents=torch.from_numpy(z[0]).float(),
+                durations=torch.from_numpy(durations[row].reshape(-1)[:num_ids]).long(),
+            ))
+        return outputs
+
+
+def _padded(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Single-sentence stage-1 inputs as one batch, ids and noise zero-padded to the longest.
+
+    NOTE: the graph masks every position past a row's `input_lengths` (attention, convs,
+    durations 0), so padding changes no row's result beyond rounding.
+    """
+    lengths = [int(row["input_lengths"][0]) for row in rows]
+    width = max(lengths)
+    ids = np.zeros((len(rows), width), dtype=np.int64)  # [B, T_ids]
+    noise = np.zeros((len(rows), 2, width), dtype=np.float32)  # [B, 2, T_ids]
+    for index, (row, length) in enumerate(zip(rows, lengths)):
+        ids[index, :length] = row["input"][0]
+        noise[index, :, :length] = row[DURATION_NOISE][0]
+    return {"input": ids, "input_lengths": np.asarray(lengths, dtype=np.int64),
+            "scales": rows[0]["scales"], DURATION_NOISE: noise}
+
+
+def _frames_of_row(value: np.ndarray, row: int, frames: int, batch_size: int) -> np.ndarray:
+    """One sentence's part of a stage-1 tensor that stage 2 reads: [B, ..., T_max] ->
+    [1, ..., frames]. Scalars (the noise scale) are shared; a batch of one is passed as is."""
+    if batch_size == 1 or value.ndim == 0:
+        return value
+    if value.shape[0] != batch_size:
+        raise GraphSurgeryError(
+            f"A tensor stage 2 reads has shape {value.shape}: expected the batch first.")
+    return np.ascontiguousarray(value[row: row + 1, ..., :frames])
+
+
+def _draw_rounds(sentences: list[Sentence]) -> list[list[int]]:
+    """Indices by draw round: round r holds every generator's r-th sentence, in order."""
+    rounds: list[list[int]] = []
+    drawn: dict[int, int] = defaultdict(int)
+    for index, sentence in enumerate(sentences):
+        turn = drawn[id(sentence.generator)]
+        drawn[id(sentence.generator)] += 1
+        if turn == len(rounds):
+            rounds.append([])
+        rounds[turn].append(index)
+    return rounds
+
+
+def _batches(sentences: list[Sentence], indices: list[int]) -> list[list[int]]:
+    """One round's sentences in stage-1 batches: equal scales (one `scales` input per
+    call) and ids of similar length (padding costs about what real ids cost)."""
+    groups: dict[Scales, list[int]] = defaultdict(list)
+    for index in indices:
+        groups[sentences[index].scales].append(index)
+    batches: list[list[int]] = []
+    for group in groups.values():
+        group.sort(key=lambda i: len(sentences[i].phoneme_ids))
+        shortest = 0
+        for position, index in enumerate(group):
+            length = len(sentences[index].phoneme_ids)
+            if position == 0 or length > MAX_PADDING_RATIO * shortest:
+                batches.append([])
+                shortest = length
+            batches[-1].append(index)
+    return batches

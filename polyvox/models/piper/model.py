@@ -11,13 +11,12 @@ noise of every sentence in turn.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from polyvox.models.base import AudioFormat
-from polyvox.models.piper.front import FrontOutput, PiperFront, make_generator
+from polyvox.models.piper.front import FrontOutput, PiperFront, Scales, Sentence, make_generator
 from polyvox.models.piper.hifigan import HiFiGan, onnx_decoder_error
 from polyvox.models.piper.onnx_graph import GraphSurgeryError, VitsGraph, load_vits_graph
 from polyvox.models.piper.phonemes import Phonemizer
@@ -31,15 +30,6 @@ from polyvox.models.piper.voice_files import PiperVoiceConfig, VoiceFiles, voice
 
 # The PyTorch decoder must match onnxruntime's on random z (measured ~2e-6).
 MAX_DECODER_ERROR = 1e-4
-
-
-@dataclass(frozen=True)
-class Scales:
-    """VITS inference scales for one request."""
-
-    noise_scale: float  # latent (prior) noise
-    length_scale: float  # phoneme duration multiplier (> 1 is slower)
-    noise_w: float  # duration noise
 
 
 class PiperModel:
@@ -133,6 +123,10 @@ class PiperModel:
         return self.front(
             phoneme_ids, scales.noise_scale, scales.length_scale, scales.noise_w, generator
         )
+
+    def latents_batch(self, sentences: list[Sentence]) -> list[FrontOutput]:
+        """Many sentences' z at once (see `PiperFront.run`): each equals its `latents`."""
+        return self.front.run(sentences)
 
     @torch.inference_mode()
     def decode(self, latents: torch.Tensor) -> torch.Tensor:

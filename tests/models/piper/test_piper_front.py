@@ -11,7 +11,14 @@ import torch
 pytest.importorskip("onnxruntime")
 pytest.importorskip("piper")
 
-from polyvox.models.piper.front import draw_duration_noise, draw_latent_noise, make_generator
+from polyvox.models.piper import front
+from polyvox.models.piper.front import (
+    Scales,
+    Sentence,
+    draw_duration_noise,
+    draw_latent_noise,
+    make_generator,
+)
 from polyvox.models.piper.model import PiperModel
 from polyvox.models.piper.onnx_graph import DURATION_NOISE, LATENT_NOISE, VitsGraph
 
@@ -89,3 +96,58 @@ def test_whole_graph_with_same_noise_equals_front_and_hifigan(
     other = joe_model.decode(joe_model.latents(ids, scales, make_generator(8)).latents)
     n = min(len(other), len(expected))
     assert relative_error(other[:n], expected[:n]) > 0.1
+
+
+@pytest.mark.parametrize("padding_ratio", [front.MAX_PADDING_RATIO, float("inf")])
+def test_batched_front_equals_one_sentence_at_a_time(
+    joe_model: PiperModel, relative_error: RelativeError, padding_ratio: float,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sentences of different lengths and scales, two of them drawing from one generator
+    (a request's two sentences): each output, and what each generator draws next, as if
+    every sentence had run alone, in list order. With no padding limit, sentences of 17
+    to 109 ids share one stage-1 call."""
+    monkeypatch.setattr(front, "MAX_PADDING_RATIO", padding_ratio)
+    texts = [TEXT, "Short!", "Your appointment is on Tuesday at three o'clock in the afternoon.",
+             "Hello there.", "Please hold while I transfer your call."]
+    ids = [joe_model.sentence_ids(text)[0] for text in texts]
+    scales = [joe_model.scales(), joe_model.scales(), joe_model.scales(1.5),
+              joe_model.scales(), joe_model.scales(noise=False)]
+    owners = [0, 1, 2, 0, 3]  # sentences 0 and 3 share a generator
+
+    def generators() -> list[torch.Generator]:
+        return [make_generator(seed) for seed in (11, 12, 13, 14)]
+
+    alone_generators, batch_generators = generators(), generators()
+    alone = [joe_model.latents(i, s, alone_generators[o]) for i, s, o in zip(ids, scales, owners)]
+    batched = joe_model.latents_batch(
+        [Sentence(i, s, batch_generators[o]) for i, s, o in zip(ids, scales, owners)])
+    errors = []
+    for one, many in zip(alone, batched, strict=True):
+        assert torch.equal(one.durations, many.durations)
+        errors.append(relative_error(many.latents, one.latents))
+    print(f"batched vs one at a time, z: {max(errors):.2e}")
+    assert max(errors) <= 1e-4
+    for one, many in zip(alone_generators, batch_generators):
+        assert torch.equal(torch.randn(4, generator=one), torch.randn(4, generator=many))
+
+
+def test_batch_of_one_is_the_single_sentence_path(joe_model: PiperModel) -> None:
+    ids, scales = _ids(joe_model), joe_model.scales()
+    single = joe_model.latents(ids, scales, make_generator(3))
+    (batched,) = joe_model.latents_batch([Sentence(ids, scales, make_generator(3))])
+    assert torch.equal(single.latents, batched.latents)
+
+
+def test_batches_keep_each_generators_draws_in_order() -> None:
+    """Round r holds every generator's r-th sentence; a stage-1 batch has one `scales` and
+    ids within MAX_PADDING_RATIO of its shortest."""
+    first, second = make_generator(0), make_generator(1)
+    slow = Scales(0.667, 1.5, 0.8)
+    normal = Scales(0.667, 1.0, 0.8)
+    sentences = [Sentence([1] * n, scales, generator) for n, scales, generator in [
+        (20, normal, first), (22, normal, second), (21, slow, make_generator(2)),
+        (90, normal, make_generator(3)), (30, normal, first)]]
+    rounds = front._draw_rounds(sentences)
+    assert rounds == [[0, 1, 2, 3], [4]]
+    assert front._batches(sentences, rounds[0]) == [[0, 1], [3], [2]]
