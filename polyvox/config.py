@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 SCHEDULES = ("sequential", "interleaved", "batched")
 CHAINING = ("chained", "pocket")
+GRAPHS = ("off", "shaped", "cuda")
+# Batch sizes the step and decoder run at when graphs are on: a batch is padded up to the
+# next one, so a handful of shapes (and captured CUDA graphs) serve every batch size.
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # Chunking defaults when neither the config nor the family says otherwise.
 FALLBACKS: dict[str, int | None] = {
     "first_chunk_frames": 1, "chunk_frames": 4, "max_chunk_frames": None,
@@ -56,6 +60,15 @@ class EngineConfig:
     # While a request waits for its first audio, a step takes at most about this long.
     first_audio_step_seconds: float = 0.15
     max_step_seconds: float = 0.25  # decoder work beyond this waits for the next step
+    # Fixed shapes for the AR step and the decoder (see polyvox.engine.graphs): off (plain
+    # eager calls at the batch's own shape), shaped (padded to a bucket, static buffers,
+    # run eagerly: the CPU-testable twin of `cuda`), cuda (captured CUDA graphs, replayed).
+    graphs: str = "off"
+    batch_buckets: tuple[int, ...] = BATCH_BUCKETS
+    # The overlapped loop: the next step is launched before the last one's end-of-speech
+    # decisions and audio are read back (one step late), so the host's bookkeeping runs
+    # while the device computes. Audio is identical; each chunk is delivered a step later.
+    overlap: bool = False
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -69,6 +82,14 @@ class EngineConfig:
         if (self.chunk_frames and self.max_chunk_frames
                 and self.max_chunk_frames < self.chunk_frames):
             raise ValueError("max_chunk_frames must be >= chunk_frames")
+        if self.graphs not in GRAPHS:
+            raise ValueError(f"graphs must be one of {GRAPHS}, got {self.graphs!r}")
+        if not self.batch_buckets or list(self.batch_buckets) != sorted(set(self.batch_buckets)) \
+                or self.batch_buckets[0] < 1:
+            raise ValueError("batch_buckets must be increasing positive sizes")
+        if self.graphs != "off" and self.batch_buckets[-1] < self.max_running:
+            raise ValueError(f"the largest batch bucket ({self.batch_buckets[-1]}) must hold "
+                             f"max_running ({self.max_running}) streams")
         if self.context_window < 2 * self.block_size:
             raise ValueError("context_window must cover at least two KV blocks")
 

@@ -89,6 +89,7 @@ class Request:
     # --- output ---
     num_chunks: int = 0
     num_samples: int = 0
+    undelivered: int = 0  # chunks decided (decoder call queued) but not yet delivered
     first_audio_time: float | None = None
     finish_time: float | None = None
     error: str | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -19,7 +19,8 @@ from polyvox.config import EngineConfig
 from polyvox.engine.allocator import keep_freed_memory
 from polyvox.engine.decoder_pool import DecoderSlotPool
 from polyvox.engine.kv_cache import BlockManager, BlockTable, PagedKVCache
-from polyvox.engine.runner import DecodeItem, Runner
+from polyvox.engine.graphs import DecodeGraphs, StepGraphs
+from polyvox.engine.runner import DecodeItem, HostRow, Runner, StepItem, StepResult
 from polyvox.engine.scheduler import Scheduler
 from polyvox.models.base import ModelFamily
 from polyvox.request import AudioChunk, Request, Status
@@ -57,18 +58,43 @@ class Engine:
         else:
             num_blocks = self.config.num_kv_blocks or max(
                 2, int(self.config.kv_memory_mb * 2**20 // per_block))
-        self.blocks = BlockManager(num_blocks, self.config.block_size)
-        self.cache = PagedKVCache(spec.num_layers, spec.kv_heads, spec.head_dim, num_blocks,
-                                  self.config.block_size, spec.dtype, torch.device(device))
-        self.slots = DecoderSlotPool(family.decoder_state_shapes(), self.config.decoder_slots,
-                                     family.new_decoder_state(1), torch.device(device))
-        self.runner = Runner(family, self.cache, self.slots)
+        device = torch.device(device)
+        if self.config.graphs == "cuda" and device.type != "cuda":
+            raise ValueError("graphs='cuda' needs a CUDA device; use graphs='shaped' to run "
+                             "the same fixed shapes eagerly")
+        shaped = self.config.graphs != "off"
+        self.blocks = BlockManager(num_blocks + shaped, self.config.block_size)
+        self.cache = PagedKVCache(spec.num_layers, spec.kv_heads, spec.head_dim,
+                                  num_blocks + shaped, self.config.block_size, spec.dtype,
+                                  device)
+        self.slots = DecoderSlotPool(family.decoder_state_shapes(),
+                                     self.config.decoder_slots + shaped,
+                                     family.new_decoder_state(1), device)
+        # Fixed shapes pad batches with rows that write and read a KV block and a decoder
+        # slot of their own, held here for the engine's life.
+        self.padding_blocks = self.blocks.allocate(1) if shaped else []
+        self.padding_slot = self.slots.allocate() if shaped else None
+        step_graphs = decode_graphs = None
+        if shaped:
+            capture = self.config.graphs == "cuda"
+            buckets = self.config.batch_buckets
+            if family.is_autoregressive:
+                step_graphs = StepGraphs(family, self.cache, buckets,
+                                         self.padding_blocks[0] * self.config.block_size,
+                                         capture)
+            decode_graphs = DecodeGraphs(family, self.slots, buckets, self.padding_slot,
+                                         capture)
+        self.runner = Runner(family, self.cache, self.slots, step_graphs, decode_graphs)
         self.scheduler = Scheduler(self.config, family, self.blocks, self.slots, self.runner)
         self.requests: dict[str, Request] = {}
         self.voices: dict[str, Voice] = {}
         self._ids = itertools.count()
         self._endings: list[AudioChunk] = []
         self.num_behind = 0  # listeners short of real time after the last step
+        # The overlapped loop: the AR step whose EOS logits are not read yet, and chunks
+        # (audio or clause marks) decided but not yet delivered, in order.
+        self._in_flight: InFlightStep | None = None
+        self._undelivered: list[tuple[PendingChunk, HostRow | None]] = []
 
     # --- voices ----------------------------------------------------------------------------
 
@@ -158,15 +184,18 @@ class Engine:
     # --- the loop ----------------------------------------------------------------------------
 
     def has_work(self) -> bool:
-        """Something to admit, prefill, step, decode or finish (a stream waiting for more
-        text has none)."""
-        return any(
+        """Something to admit, prefill, step, decode, deliver or finish (a stream waiting
+        for more streamed text has none)."""
+        return self._in_flight is not None or bool(self._undelivered) or any(
             r.status is Status.WAITING or r.clause is not None or r.pending_clauses
             or r.pending_latents or r.text_complete
             for r in self.requests.values()
         )
 
     def step(self) -> list[AudioChunk]:
+        """Schedule -> prefill -> AR step -> decode -> deliver. In the overlapped loop the
+        AR step's results are read back one engine step later (see `_resolve`) and each
+        chunk is delivered one engine step after its decoder call was queued."""
         plan = self.scheduler.plan()
         costs = self.scheduler.costs
         started = time.perf_counter()
@@ -182,10 +211,19 @@ class Engine:
             item.request.frames_generated += len(latents)
             self._end_clause(item.request)
         started = time.perf_counter()
-        stepped = self.runner.step(plan.steps)
+        launched = self.runner.launch_step(plan.steps, save_rng=self.config.overlap)
+        if self.config.overlap:
+            for row, item in enumerate(plan.steps):
+                item.request.last_latent = launched.latents[row]  # the next step's input
+            current = InFlightStep(plan.steps, launched)
+            if self._in_flight is not None:
+                self._resolve(self._in_flight, current)
+            self._in_flight = current if plan.steps else None
+        elif launched.eos is not None:
+            for item, latent, logit in zip(plan.steps, launched.latents.unbind(0),
+                                           launched.eos.wait().tolist()):
+                self._advance(item.request, latent, logit)
         costs.observe("step", time.perf_counter() - started, 1 if plan.steps else 0)
-        for item, (latent, logit) in zip(plan.steps, stepped):
-            self._advance(item.request, latent, logit)
         turn = None
         if self.config.schedule == "interleaved":
             turn = [item.request for item in plan.prefills] + [i.request for i in plan.steps]
@@ -193,12 +231,38 @@ class Engine:
         decodes = self.scheduler.plan_decodes(turn)
         started = time.perf_counter()
         decoded = self.runner.decode(decodes)
+        chunks: list[tuple[PendingChunk, HostRow | None]] = [
+            (self._take_frames(item), pcm) for item, pcm in zip(decodes, decoded)]
+        chunks += [(mark, None) for mark in self._clause_marks()]
+        if self.config.overlap:
+            chunks, self._undelivered = self._undelivered, chunks
+        outputs = [out for pending, pcm in chunks
+                   if (out := self._deliver(pending, pcm)) is not None]
         costs.observe("decode_frame", time.perf_counter() - started,
                       sum(item.window_frames for item in decodes))
-        outputs = [self._emit(item, pcm) for item, pcm in zip(decodes, decoded)]
-        endings = self._clause_marks() + self._collect_endings()
+        endings = self._collect_endings()
         self._count_behind()
         return outputs + endings
+
+    def _resolve(self, previous: InFlightStep, current: InFlightStep) -> None:
+        """Apply the results of the step before `current`, now that its EOS logits are
+        back. A clause that ended there must not have had `current`'s speculative step:
+        that step is undone (KV slot, position and noise draw), so the stream continues
+        exactly as the plain loop would have, and its latent is never decoded."""
+        assert previous.result.eos is not None
+        rows = {id(item.request): row for row, item in enumerate(current.items)}
+        for row, (item, latent, logit) in enumerate(zip(
+                previous.items, previous.result.latents.unbind(0),
+                previous.result.eos.wait().tolist())):
+            request = item.request
+            if row in previous.void or request.status.is_done or request.clause is None:
+                continue
+            self._advance(request, latent, logit)
+            later = rows.get(id(request))
+            if request.clause is None and later is not None:
+                self.scheduler.undo_step(request, current.items[later],
+                                         current.result.rng_states[later])
+                current.void.add(later)
 
     def _count_behind(self) -> None:
         """How many listeners with audio still to come are more than BEHIND_SECONDS short
@@ -223,7 +287,8 @@ class Engine:
             return
         request.pending_latents.append(latent)
         request.frames_generated += 1
-        request.last_latent = latent
+        if not self.config.overlap:  # overlapped: set when the next step was launched
+            request.last_latent = latent
         clause.num_frames += 1
         if clause.num_frames >= clause.max_frames:
             self._end_clause(request)
@@ -236,7 +301,9 @@ class Engine:
             return  # an empty clause: nothing to mark
         request.clause_ends.append(request.frames_generated)
 
-    def _emit(self, item: DecodeItem, pcm: torch.Tensor) -> AudioChunk:
+    def _take_frames(self, item: DecodeItem) -> PendingChunk:
+        """The bookkeeping of a chunk whose decoder call is queued: its frames leave the
+        request's pending latents, its place in the stream and its fade-in are fixed."""
         request = item.request
         del request.pending_latents[: item.num_frames]
         request.clause_frames_decoded += item.num_frames
@@ -246,43 +313,59 @@ class Engine:
         if ends_clause:
             request.clause_ends.popleft()
             request.clauses_spoken += 1
+        ramp = None
         if request.fade_samples:
             total = self.family.fade_in_samples
             start = total - request.fade_samples
-            count = min(request.fade_samples, pcm.numel())
+            count = min(request.fade_samples, item.num_frames * self.family.audio.samples_per_frame)
             ramp = torch.linspace(0, 1, total)[start: start + count]
-            pcm = pcm.clone()
-            pcm[:count] *= ramp
             request.fade_samples -= count
-        chunk = AudioChunk(request.request_id, pcm, self.family.audio.sample_rate,
-                           request.num_chunks, created=_now(), clause_index=clause_index,
-                           ends_clause=ends_clause)
-        if request.first_audio_time is None:
-            request.first_audio_time = chunk.created
         request.num_chunks += 1
-        request.num_samples += pcm.numel()
+        request.undelivered += 1
+        return PendingChunk(request, request.num_chunks - 1, clause_index, ends_clause, ramp)
+
+    def _deliver(self, pending: PendingChunk, pcm: HostRow | None) -> AudioChunk | None:
+        """The chunk, once its samples are in host memory (None: its request was aborted)."""
+        request = pending.request
+        request.undelivered -= 1
+        if request.status is Status.ABORTED:
+            return None
+        samples = torch.zeros(0) if pcm is None else pcm.wait()
+        if pending.ramp is not None:
+            samples = samples.clone()
+            samples[: pending.ramp.numel()] *= pending.ramp
+        chunk = AudioChunk(request.request_id, samples, self.family.audio.sample_rate,
+                           pending.index, created=_now(), clause_index=pending.clause_index,
+                           ends_clause=pending.ends_clause)
+        if request.first_audio_time is None and samples.numel():
+            request.first_audio_time = chunk.created
+        request.num_samples += samples.numel()
         return chunk
 
-    def _clause_marks(self) -> list[AudioChunk]:
+    def _clause_marks(self) -> list[PendingChunk]:
         """Empty chunks that mark the end of clauses whose last frames were already decoded
         before the clause was known to end (EOS is decided one step after the last frame)."""
         marks = []
         for request in self.scheduler.running:
             while request.clause_ends and request.clause_ends[0] == request.frames_decoded:
                 request.clause_ends.popleft()
-                marks.append(AudioChunk(request.request_id, torch.zeros(0),
-                                        self.family.audio.sample_rate, request.num_chunks,
-                                        created=_now(), clause_index=request.clauses_spoken,
-                                        ends_clause=True))
+                marks.append(PendingChunk(request, request.num_chunks, request.clauses_spoken,
+                                          True, None))
                 request.clauses_spoken += 1
                 request.num_chunks += 1
+                request.undelivered += 1
         return marks
 
     def _collect_endings(self) -> list[AudioChunk]:
         endings = []
+        kept = []
         for request in list(self.scheduler.running) + list(self.scheduler.failed):
             failed = request.status is Status.FAILED
             if not failed and not (request.status is Status.RUNNING and request.is_complete):
+                continue
+            if request.undelivered:  # the ending follows the request's last audio
+                if failed:
+                    kept.append(request)
                 continue
             if not failed:
                 self.scheduler.release(request)
@@ -293,26 +376,51 @@ class Engine:
                                       self.family.audio.sample_rate, request.num_chunks,
                                       created=request.finish_time, is_last=True,
                                       error=request.error))
-        self.scheduler.failed.clear()
+        self.scheduler.failed[:] = kept
         return endings
 
     # --- checks ------------------------------------------------------------------------------
 
     def check_integrity(self) -> bool:
-        """Every block reference is held by a live request or a voice; pools are consistent."""
+        """Every block reference is held by a live request, a voice or the padding rows;
+        pools are consistent."""
         holders = [voice.table.blocks for voice in self.voices.values()]
+        holders.append(self.padding_blocks)
         for request in self.scheduler.running:
             holders.append(request.table.blocks if request.status is Status.RUNNING
                            else request.table.shared_blocks())
         slots_held = {r.decoder_slot for r in self.scheduler.running}
+        if self.padding_slot is not None:
+            slots_held.add(self.padding_slot)
         return (self.blocks.check_integrity(holders) and self.slots.check_integrity()
                 and slots_held == self.slots.in_use)
 
     def is_idle(self) -> bool:
-        """No request holds anything: only voices hold blocks, every decoder slot is free."""
-        voice_blocks = sum(len(v.table.blocks) for v in self.voices.values())
+        """No request holds anything: only voices (and the padding rows) hold blocks, and
+        every decoder slot but the padding rows' is free."""
+        held = sum(len(v.table.blocks) for v in self.voices.values()) + len(self.padding_blocks)
         return (not self.scheduler.running and not self.scheduler.waiting
-                and self.blocks.num_used == voice_blocks and not self.slots.in_use)
+                and self.blocks.num_used == held
+                and self.slots.in_use == ({self.padding_slot} - {None}))
+
+
+class InFlightStep:
+    """An AR step queued on the device whose EOS logits the host has not read yet."""
+
+    def __init__(self, items: list[StepItem], result: StepResult) -> None:
+        self.items, self.result = items, result
+        self.void: set[int] = set()  # rows undone: their clause ended the step before
+
+
+class PendingChunk(NamedTuple):
+    """A chunk whose place in its stream is fixed and whose samples may still be on
+    their way from the device (clause marks have none)."""
+
+    request: Request
+    index: int
+    clause_index: int
+    ends_clause: bool
+    ramp: torch.Tensor | None  # fade-in factors for the first samples
 
 
 def _now() -> float:

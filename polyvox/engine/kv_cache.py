@@ -152,6 +152,20 @@ class BlockTable:
             del self.fills[self.num_shared:index]
         return dropped
 
+    def pop_last(self, slot: int, block_size: int) -> int | None:
+        """Remove the last key (it must sit at flat `slot`); returns its block when that
+        leaves the block empty (the block leaves the table too), else None."""
+        assert len(self.blocks) > self.num_shared and self.fills[-1] > 0, "no own key to pop"
+        assert self.blocks[-1] * block_size + self.fills[-1] - 1 == slot, "not the last key"
+        self._invalidate()
+        self.fills[-1] -= 1
+        if self.fills[-1]:
+            return None
+        block = self.blocks.pop()
+        self.starts.pop()
+        self.fills.pop()
+        return block
+
     def own_blocks(self) -> list[int]:
         return self.blocks[self.num_shared:]
 

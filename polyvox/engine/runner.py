@@ -7,11 +7,12 @@ decides what runs; the scheduler does.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
 from polyvox.engine.decoder_pool import DecoderSlotPool
+from polyvox.engine.graphs import DecodeGraphs, StepGraphs, to_device
 from polyvox.engine.kv_cache import PagedKVCache
 from polyvox.models.base import ModelFamily
 from polyvox.models.layers.paged_attention import PagedKV, packed_allowed, pad_rows
@@ -44,9 +45,48 @@ class DecodeItem(NamedTuple):
         return self.history + self.num_frames + self.lookahead
 
 
+class HostCopy:
+    """A device tensor on its way to host memory: the copy starts now (after the work
+    queued so far), `wait()` returns it. On the CPU it is the tensor itself."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.event: Any = None
+        if tensor.device.type == "cuda":
+            self.host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+            self.host.copy_(tensor, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.host = tensor
+
+    def wait(self) -> torch.Tensor:
+        if self.event is not None:
+            self.event.synchronize()
+        return self.host
+
+
+class HostRow(NamedTuple):
+    """Row `row` of a HostCopy: one request's share of a batched result."""
+
+    copy: HostCopy
+    row: int
+
+    def wait(self) -> torch.Tensor:
+        return self.copy.wait()[self.row]
+
+
+class StepResult(NamedTuple):
+    latents: torch.Tensor  # [B, D] on the device: the next step's input
+    eos: HostCopy | None  # [B] EOS logits on their way to the host (None: no rows)
+    rng_states: list[torch.Tensor]  # generator states before the step (when saved)
+
+
 class Runner:
-    def __init__(self, family: ModelFamily, cache: PagedKVCache, slots: DecoderSlotPool) -> None:
+    def __init__(self, family: ModelFamily, cache: PagedKVCache, slots: DecoderSlotPool,
+                 step_graphs: StepGraphs | None = None,
+                 decode_graphs: DecodeGraphs | None = None) -> None:
         self.family, self.cache, self.slots = family, cache, slots
+        self.step_graphs, self.decode_graphs = step_graphs, decode_graphs
         self.device = cache.k.device
         self._workspace: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -61,7 +101,7 @@ class Runner:
         return self._workspace[0][:needed], self._workspace[1][:needed]
 
     def _long(self, values: list[int]) -> torch.Tensor:
-        return torch.tensor(values, dtype=torch.long, device=self.device)
+        return to_device(torch.tensor(values, dtype=torch.long), self.device)
 
     def _reads(self, requests: list[Request]) -> tuple[list[list[int]], list[list[int]]]:
         slots, positions = [], []
@@ -93,10 +133,11 @@ class Runner:
             read_slots=self._long([s for row in read_slots for s in row])[None],
             read_positions=self._long([p for row in read_positions for p in row])[None],
             allowed=packed_allowed([len(item.slots) for item in items],
-                                   [len(row) for row in read_slots]).to(self.device),
+                                   [len(row) for row in read_slots]).to(self.device,
+                                                                        non_blocking=True),
             workspace=self._gather_buffers(1, num_keys),
         )
-        tokens = torch.cat([item.tokens for item in items]).to(self.device)
+        tokens = to_device(torch.cat([item.tokens for item in items]), self.device)
         positions = self._long([p for item in items for p in item.positions])[None]
         self.family.prefill_tokens(tokens, positions, kv)
         return []
@@ -107,40 +148,57 @@ class Runner:
         return item.text
 
     @torch.no_grad()
-    def step(self, items: list[StepItem]) -> list[tuple[torch.Tensor, float]]:
-        """One AR step for every item; returns (latent [D], EOS logit) per item, in order."""
-        results: list[tuple[torch.Tensor, float] | None] = [None] * len(items)
+    def launch_step(self, items: list[StepItem], save_rng: bool = False) -> StepResult:
+        """One AR step for every item, queued on the device; nothing is read back. With
+        `save_rng`, each request's generator state before its noise draw is kept (the
+        overlapped loop restores it when the step turns out to be past its clause's end)."""
+        states = [item.request.generator.get_state() for item in items] if save_rng else []
+        dim = self.family.latent_dim
+        latents_out = torch.empty(len(items), dim, device=self.device)
+        eos_out = torch.empty(len(items), device=self.device)
         groups: dict[int, list[int]] = defaultdict(list)
         for index, item in enumerate(items):
             groups[item.request.params.sampler_steps].append(index)
         for sampler_steps, indices in groups.items():
             batch = [items[i] for i in indices]
-            requests = [item.request for item in batch]
-            read_slots, read_positions = self._reads(requests)
-            padded = pad_rows(read_slots, fill=batch[0].slot).to(self.device)
-            kv = PagedKV(
-                self.cache.k, self.cache.v,
-                write_slots=self._long([item.slot for item in batch]),
-                read_slots=padded,
-                read_positions=pad_rows(read_positions, fill=-1).to(self.device),
-                workspace=self._gather_buffers(*padded.shape),
-            )
-            nan = torch.full((self.family.latent_dim,), float("nan"), device=self.device)
-            latents = torch.stack([r.last_latent if r.last_latent is not None else nan
-                                   for r in requests])
-            noise = torch.stack([self.family.sample_noise(r.generator, r.params)
-                                 for r in requests]).to(self.device)
-            positions = self._long([item.position for item in batch])
-            out, eos = self.family.step_batch(latents, positions, kv, noise, sampler_steps)
-            for i, latent, logit in zip(indices, out, eos.tolist()):
-                results[i] = (latent, logit)
-        return [r for r in results if r is not None]
+            out, eos = self._step_group(batch, sampler_steps)
+            if len(groups) == 1:
+                latents_out, eos_out = out, eos
+            else:
+                where = self._long(indices)
+                latents_out[where], eos_out[where] = out, eos
+        return StepResult(latents_out, HostCopy(eos_out) if items else None, states)
+
+    def _step_group(self, batch: list[StepItem],
+                    sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        requests = [item.request for item in batch]
+        read_slots, read_positions = self._reads(requests)
+        nan = torch.full((self.family.latent_dim,), float("nan"), device=self.device)
+        latents = torch.stack([r.last_latent if r.last_latent is not None else nan
+                               for r in requests])
+        noise = torch.stack([self.family.sample_noise(r.generator, r.params) for r in requests])
+        if self.step_graphs is not None:
+            return self.step_graphs(latents, [item.position for item in batch],
+                                    [item.slot for item in batch], read_slots, read_positions,
+                                    noise, sampler_steps)
+        padded = to_device(pad_rows(read_slots, fill=batch[0].slot), self.device)
+        kv = PagedKV(
+            self.cache.k, self.cache.v,
+            write_slots=self._long([item.slot for item in batch]),
+            read_slots=padded,
+            read_positions=to_device(pad_rows(read_positions, fill=-1), self.device),
+            workspace=self._gather_buffers(*padded.shape),
+        )
+        positions = self._long([item.position for item in batch])
+        return self.family.step_batch(latents, positions, kv, to_device(noise, self.device),
+                                      sampler_steps)
 
     @torch.no_grad()
-    def decode(self, items: list[DecodeItem]) -> list[torch.Tensor]:
-        """Decode each item's next `num_frames` pending latents; one batch per chunk length.
-        Returns the new PCM [num_frames * samples_per_frame] per item, in order."""
-        results: list[torch.Tensor | None] = [None] * len(items)
+    def decode(self, items: list[DecodeItem]) -> list[HostRow]:
+        """Decode each item's next `num_frames` pending latents; one batch per chunk shape.
+        Returns each item's new PCM [num_frames * samples_per_frame], on its way to host
+        memory, in order."""
+        results: list[HostRow | None] = [None] * len(items)
         groups: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         for index, item in enumerate(items):
             groups[(item.num_frames, item.lookahead, item.history)].append(index)
@@ -149,28 +207,36 @@ class Runner:
             # NOTE: a family may cap the frames of one decoder call: on CPU a convolution
             # stack slows down sharply once a batch's activations leave the cache.
             size = max(1, budget // items[group[0]].window_frames) if budget else len(group)
+            if self.decode_graphs is not None:
+                size = min(size, self.decode_graphs.largest)
             for start in range(0, len(group), size):
                 self._decode_batch(items, group[start: start + size], frames, lookahead,
                                    history, results)
         return [r for r in results if r is not None]
 
     def _decode_batch(self, items: list[DecodeItem], indices: list[int], frames: int,
-                      lookahead: int, history: int, results: list[torch.Tensor | None]) -> None:
+                      lookahead: int, history: int, results: list[HostRow | None]) -> None:
         """One decoder call: equal-shape chunks, states gathered from and scattered back to
-        their slots; writes each item's PCM into `results`."""
+        their slots; puts each item's PCM into `results`."""
         requests = [items[i].request for i in indices]
         assert len({r.request_id for r in requests}) == len(requests), "one chunk per request"
         window = frames + lookahead
         latents = torch.stack([torch.stack(r.pending_latents[:window]) for r in requests])
-        slot_ids = self._long([r.decoder_slot for r in requests])
-        state = self.slots.gather(slot_ids)
-        if history or lookahead:
-            pcm = self.family.decode(latents, state, num_frames=frames, history=history)
+        latents = to_device(latents, self.device)
+        slots = [r.decoder_slot for r in requests]
+        if self.decode_graphs is not None:
+            pcm = self.decode_graphs(latents, slots, frames, lookahead, history)
         else:
-            pcm = self.family.decode(latents, state)  # [b, frames * samples_per_frame]
-        self.slots.scatter(slot_ids, state)
-        for i, row in zip(indices, pcm):
-            results[i] = row
+            slot_ids = self._long(slots)
+            state = self.slots.gather(slot_ids)
+            if history or lookahead:
+                pcm = self.family.decode(latents, state, num_frames=frames, history=history)
+            else:
+                pcm = self.family.decode(latents, state)  # [b, frames * samples_per_frame]
+            self.slots.scatter(slot_ids, state)
+        copy = HostCopy(pcm)
+        for row, i in enumerate(indices):
+            results[i] = HostRow(copy, row)
 
     # --- swapping (preemption) -------------------------------------------------------------
 

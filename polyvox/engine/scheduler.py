@@ -29,6 +29,8 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
+import torch
+
 from polyvox.config import EngineConfig
 from polyvox.engine.decoder_pool import DecoderSlotPool
 from polyvox.engine.kv_cache import BlockManager
@@ -324,6 +326,21 @@ class Scheduler:
             protected.add(id(request))
             request.next_position += 1
         return items
+
+    def undo_step(self, request: Request, item: StepItem, rng_state: torch.Tensor) -> None:
+        """Take back a step launched past its clause's end (the overlapped loop learns of
+        the end one step late): its KV slot and position are released and its noise draw
+        is undone, so the request continues as if the step had never been planned."""
+        size = self.blocks.block_size
+        emptied = request.table.pop_last(item.slot, size)
+        if emptied is not None:
+            if request.status is Status.RUNNING:
+                self.blocks.release([emptied])
+            elif request.swapped is not None:  # preempted: the block was swapped out
+                k, v = request.swapped
+                request.swapped = (k[:, :-size], v[:, :-size])
+        request.next_position = item.position
+        request.generator.set_state(rng_state)
 
     # --- memory pressure -----------------------------------------------------------------
 

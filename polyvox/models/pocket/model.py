@@ -118,15 +118,16 @@ class PocketTTS(FlowLMStages):
     # --- stages -------------------------------------------------------------------------
 
     def tokenize(self, chunk: str) -> tuple[torch.Tensor, int]:
-        """A chunk of text -> (token ids [T], pocket-tts' frames-after-EOS guess)."""
+        """A chunk of text -> (token ids [T] on the host, pocket-tts' frames-after-EOS
+        guess)."""
         prepared = prepare_text(chunk, self.config)
         ids = self.tokenizer.encode(prepared.text)
-        return torch.tensor(ids, dtype=torch.long, device=self.device), prepared.frames_after_eos_guess + 2
+        return torch.tensor(ids, dtype=torch.long), prepared.frames_after_eos_guess + 2
 
     @torch.no_grad()
     def prefill(self, tokens: torch.Tensor, kv: ContiguousKV) -> None:
         """Append a clause's text tokens [T] to the request's context."""
-        embeddings = self.flow_lm.embed_text(tokens)[None]
+        embeddings = self.flow_lm.embed_text(tokens.to(self.device))[None]
         self.flow_lm.prefill(embeddings, kv.next_positions(tokens.shape[0]), kv)
         kv.commit()
 
@@ -182,7 +183,7 @@ class PocketTTS(FlowLMStages):
         return params.temperature
 
     def sample_noise(self, generator: torch.Generator, params: GenerationParams) -> torch.Tensor:
-        return self.noise(generator, self.temperature(params), params.noise_clamp)[0]
+        return self._host_noise(generator, self.temperature(params), params.noise_clamp)[0]
 
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
         return self.mimi.decoder_state_shapes()
@@ -195,14 +196,19 @@ class PocketTTS(FlowLMStages):
 
     def noise(self, generator: torch.Generator, temperature: float,
               clamp: float | None) -> torch.Tensor:
-        """Sampler noise [1, D] ~ N(0, temperature), optionally truncated to [-clamp, clamp]."""
+        """Sampler noise [1, D] ~ N(0, temperature), optionally truncated to [-clamp, clamp],
+        on the model's device."""
+        return self._host_noise(generator, temperature, clamp).to(self.device)
+
+    def _host_noise(self, generator: torch.Generator, temperature: float,
+                    clamp: float | None) -> torch.Tensor:
         noise = torch.empty(1, self.config.latent_dim)
         std = temperature**0.5
         if clamp is None:
             noise.normal_(0.0, std, generator=generator)
         else:
             nn.init.trunc_normal_(noise, 0.0, std, -clamp, clamp, generator=generator)
-        return noise.to(self.device)
+        return noise
 
     @torch.no_grad()
     def generate_chunk_latents(self, chunk: str, voice: VoicePrefix,
@@ -218,7 +224,7 @@ class PocketTTS(FlowLMStages):
         latent = torch.full((1, self.config.latent_dim), float("nan"), device=self.device)
         eos_at: int | None = None
         for index in range(plan.max_frames):
-            noise = self.sample_noise(generator, params)[None]
+            noise = self.sample_noise(generator, params)[None].to(self.device)
             latent, eos_logit = self.step(latent, kv, noise, params.sampler_steps)
             if eos_at is None and index >= MIN_FRAMES_BEFORE_EOS and eos_logit.item() > threshold:
                 eos_at = index
