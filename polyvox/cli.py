@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--seed", type=int, default=0)
     say.add_argument("--temperature", type=float, default=None)
     say.add_argument("--device", default="cpu")
-    say.add_argument("--precision", choices=["float32", "bfloat16"], default="float32")
+    say.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
+                     default="float32")
     say.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     say.set_defaults(func=_say)
     models = commands.add_parser("models", help="list model names")

@@ -18,6 +18,16 @@ FALLBACKS: dict[str, int | None] = {
 }
 
 
+def device_settings(device: str, graphs: str = "auto", overlap: str = "auto") -> dict[str, object]:
+    """The EngineConfig fields that follow the device: on CUDA, captured graphs and the
+    overlapped loop unless told otherwise; on the CPU, plain eager steps."""
+    cuda = str(device).split(":")[0] == "cuda"
+    if overlap not in ("auto", "on", "off"):
+        raise ValueError(f"overlap must be auto, on or off, got {overlap!r}")
+    return {"graphs": ("cuda" if cuda else "off") if graphs == "auto" else graphs,
+            "overlap": cuda if overlap == "auto" else overlap == "on"}
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """How the engine batches, pages and streams.

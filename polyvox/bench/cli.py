@@ -14,16 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from polyvox.bench.metrics import is_within_capacity, search_capacity, summarize
-from polyvox.config import EngineConfig
+from polyvox.config import EngineConfig, device_settings
+from polyvox.server.cli import add_device_arguments
 
 
 def add_bench_parser(commands: Any) -> None:
     bench = commands.add_parser("bench", help="benchmark the engine in-process")
     bench.add_argument("--model", default="pocket/english")
     bench.add_argument("--weights")
-    bench.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
-                       help="weights of pocket models' matmuls (the pocket-tts baseline "
-                       "stays float32)")
+    bench.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
+                       default="float32", help="weights of pocket models' matmuls (the "
+                       "pocket-tts baseline stays float32)")
+    bench.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    add_device_arguments(bench)
     bench.add_argument("--modes", default="sequential,interleaved,batched")
     bench.add_argument("--concurrency", default="1,4,16,32")
     bench.add_argument("--requests", type=int, default=2, help="requests per client")
@@ -38,6 +41,8 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument("--chunk-frames", type=int, help="default: the model's choice")
     bench.add_argument("--max-chunk-frames", type=int, help="default: the model's choice")
     bench.add_argument("--max-running", type=int, default=64)
+    bench.add_argument("--kv-memory-mb", type=float, default=512.0,
+                       help="KV pool size (raise it for hundreds of streams on a GPU)")
     bench.add_argument("--json", dest="json_path")
     bench.add_argument("--plot")
     bench.add_argument("--seed", type=int, default=0)
@@ -81,13 +86,15 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.plot:
         report.require_matplotlib()
     torch.set_num_threads(args.threads)
-    console.print(f"measuring this machine's matmul ceiling on {args.threads} threads ...")
     from polyvox.models.layers.precision import parse_precision
 
-    ceilings = physics.measure_ceilings(args.threads, repeats=3,
-                                        dtype=parse_precision(args.precision))
     family = load_model(args.model, weights=args.weights, seed=args.seed,
-                        precision=args.precision)
+                        precision=args.precision, device=args.device)
+    console.print(f"measuring this machine's matmul ceiling ({args.device}, {args.threads} "
+                  "threads) ...")
+    ceilings = physics.measure_ceilings(args.threads, repeats=3,
+                                        dtype=parse_precision(args.precision),
+                                        device=args.device)
     flops = None
     if hasattr(family, "config"):
         flops = physics.pocket_flops_per_audio_second(family.config)["total"]
@@ -102,11 +109,14 @@ def run_bench(args: argparse.Namespace) -> int:
     def texts(index: int) -> str:
         return pool[index % len(pool)]
 
+    device = device_settings(args.device, args.graphs, args.overlap)
+
     def engine_config(mode: str) -> EngineConfig:
         return EngineConfig(schedule=mode, first_chunk_frames=args.first_chunk_frames,
                             chunk_frames=args.chunk_frames,
                             max_chunk_frames=args.max_chunk_frames, max_running=args.max_running,
-                            num_decoder_slots=max(args.max_running, 64))
+                            num_decoder_slots=max(args.max_running, 64),
+                            kv_memory_mb=args.kv_memory_mb, **device)
 
     def row_for(records: list[Any], wall: float, mode: str, concurrency: int) -> dict[str, Any]:
         return summarize(records, wall, mode, concurrency, args.ttfa_slo_ms, flops,
@@ -120,7 +130,7 @@ def run_bench(args: argparse.Namespace) -> int:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("benchmark", total=len(modes) * len(concurrencies))
         for mode in modes:
-            served = serve_family(args.model, family, engine_config(mode))
+            served = serve_family(args.model, family, engine_config(mode), args.device)
             served.param_overrides = overrides
             served.start()
 
@@ -159,7 +169,9 @@ def run_bench(args: argparse.Namespace) -> int:
                                              "pocket-tts")
                 rows.append(row_for(records, wall, "pocket-tts", concurrency))
                 all_records.extend(records)
-    report.print_table(rows, title=f"polyvox bench {args.model} ({args.threads} threads)",
+    where = f"{args.threads} threads" if args.device == "cpu" else (
+        f"{args.device}, graphs {device['graphs']}, overlap {device['overlap']}")
+    report.print_table(rows, title=f"polyvox bench {args.model} ({where})",
                        console=console)
     ratios = _ratios(rows)
     for name, value in ratios.items():
@@ -170,6 +182,7 @@ def run_bench(args: argparse.Namespace) -> int:
                       + (f" (physical limit ~{limit:.0f})" if limit else ""))
     payload = {
         "model": args.model, "precision": args.precision, "threads": args.threads,
+        "device": args.device, "graphs": device["graphs"], "overlap": device["overlap"],
         "machine": ceilings.to_dict(),
         "flops_per_audio_second": flops, "physical_stream_limit": limit,
         "rows": rows, "ratios": ratios, "capacity": capacity,

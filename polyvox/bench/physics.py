@@ -64,26 +64,47 @@ def _best_seconds(fn: Callable[[], Any], repeats: int, min_seconds: float = 0.05
     return best
 
 
+def _timed(fn: Callable[[], Any], device: str) -> Callable[[], Any]:
+    """`fn` that returns only when its work is done (GPU work runs asynchronously)."""
+    if torch.device(device).type != "cuda":
+        return fn
+
+    def synced() -> Any:
+        out = fn()
+        torch.cuda.synchronize(device)
+        return out
+
+    return synced
+
+
 def matmul_ceiling(threads: int, size: int = 2048, repeats: int = 5,
-                   dtype: torch.dtype = torch.float32) -> float:
-    """GFLOP/s of a [size, size] @ [size, size] matmul in `dtype` on `threads` threads."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    out = torch.empty(size, size, dtype=dtype)
+                   dtype: torch.dtype = torch.float32, device: str = "cpu") -> float:
+    """GFLOP/s of a [size, size] @ [size, size] matmul in `dtype` on `threads` threads
+    (or on a GPU, with a larger matrix: a 2048 one is too small to fill it)."""
+    if torch.device(device).type == "cuda":
+        size = max(size, 8192)
+    a = torch.randn(size, size, dtype=dtype, device=device)
+    b = torch.randn(size, size, dtype=dtype, device=device)
+    out = torch.empty(size, size, dtype=dtype, device=device)
     with _num_threads(threads), torch.no_grad():
-        seconds = _best_seconds(lambda: torch.mm(a, b, out=out), repeats)
+        seconds = _best_seconds(_timed(lambda: torch.mm(a, b, out=out), device), repeats)
     return 2 * size**3 / seconds / 1e9
 
 
-def _gemm_seconds(threads: int, rows: int, size: int, repeats: int) -> float:
-    weight, x = torch.randn(size, size), torch.randn(rows, size)
+def _gemm_seconds(threads: int, rows: int, size: int, repeats: int,
+                  device: str = "cpu") -> float:
+    weight = torch.randn(size, size, device=device)
+    x = torch.randn(rows, size, device=device)
     with _num_threads(threads), torch.no_grad():
-        return _best_seconds(lambda: torch.nn.functional.linear(x, weight), repeats)
+        return _best_seconds(_timed(lambda: torch.nn.functional.linear(x, weight), device),
+                             repeats)
 
 
-def gemv_ceiling(threads: int, rows: int = 1, size: int = 4096, repeats: int = 5) -> float:
+def gemv_ceiling(threads: int, rows: int = 1, size: int = 4096, repeats: int = 5,
+                 device: str = "cpu") -> float:
     """GFLOP/s of x [rows, size] through a [size, size] fp32 weight (as nn.Linear runs):
     with few rows the weight is read once per call, so memory bandwidth bounds it."""
-    return 2 * rows * size * size / _gemm_seconds(threads, rows, size, repeats) / 1e9
+    return 2 * rows * size * size / _gemm_seconds(threads, rows, size, repeats, device) / 1e9
 
 
 @dataclass(frozen=True)
@@ -102,15 +123,16 @@ class MachineCeilings:
 
 
 def measure_ceilings(threads: int, repeats: int = 5, weight_size: int = 4096,
-                     dtype: torch.dtype = torch.float32) -> MachineCeilings:
-    """The ceilings on `threads` threads; the big matmul in `dtype` (the precision the
-    model runs in, so that efficiency compares like with like), the rest in float32."""
-    gemv_seconds = _gemm_seconds(threads, 1, weight_size, repeats)
+                     dtype: torch.dtype = torch.float32, device: str = "cpu") -> MachineCeilings:
+    """The ceilings on `threads` threads (or on the GPU `device`); the big matmul in
+    `dtype` (the precision the model runs in, so that efficiency compares like with like),
+    the rest in float32."""
+    gemv_seconds = _gemm_seconds(threads, 1, weight_size, repeats, device)
     return MachineCeilings(
         threads=threads,
-        matmul_gflops=matmul_ceiling(threads, repeats=repeats, dtype=dtype),
+        matmul_gflops=matmul_ceiling(threads, repeats=repeats, dtype=dtype, device=device),
         matmul_dtype=str(dtype).removeprefix("torch."),
-        gemm16_gflops=gemv_ceiling(threads, 16, weight_size, repeats),
+        gemm16_gflops=gemv_ceiling(threads, 16, weight_size, repeats, device),
         gemv_gflops=2 * weight_size**2 / gemv_seconds / 1e9,
         weight_bandwidth_gbs=4 * weight_size**2 / gemv_seconds / 1e9,
     )

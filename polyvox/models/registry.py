@@ -31,6 +31,7 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
     from polyvox.models.layers.precision import lower_precision, parse_precision
 
     dtype = parse_precision(precision)
+    check_device(device)
     family = _load(name, weights, tokenizer, seed, device)
     if dtype != torch.float32:
         modules = getattr(family, "modules", None)
@@ -39,6 +40,21 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
                              f"not {name}")
         lower_precision(modules, dtype)
     return family
+
+
+def check_device(device: str) -> None:
+    """A clear error for a device this machine does not have."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ValueError(f"unknown device {device!r}: use cpu, cuda or cuda:N") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but this machine (or this torch "
+                         "build) has no CUDA GPU: use --device cpu")
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"device {device!r} is not supported: use cpu or cuda")
 
 
 def _load(name: str, weights: str | None, tokenizer: str | None, seed: int,

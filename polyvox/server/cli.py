@@ -18,6 +18,7 @@ def default_data_dir() -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from polyvox.config import SCHEDULES
+    from polyvox.models.layers.precision import PRECISIONS
     from polyvox.models.registry import DEFAULT_MODEL
 
     model = parser.add_argument_group("model")
@@ -25,9 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--weights", help="checkpoint file, directory or cached HF repo id")
     model.add_argument("--tokenizer", help="tokenizer file (when not next to the weights)")
     model.add_argument("--device", default="cpu")
-    model.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
+    model.add_argument("--precision", choices=sorted(PRECISIONS), default="float32",
                        help="weights of pocket models' matmuls (bfloat16: ~2x faster on CPUs "
-                       "with AVX512-BF16, ~1e-2 from float32)")
+                       "with AVX512-BF16, ~1e-2 from float32; float16 for GPUs)")
     model.add_argument("--seed", type=int, default=0, help="seed of random weights")
     model.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     net = parser.add_argument_group("network")
@@ -46,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--max-running", type=int, default=64,
                         help="streams the engine batches (and decoder slots)")
     engine.add_argument("--kv-memory-mb", type=float, default=512.0)
+    add_device_arguments(engine)
     limits = parser.add_argument_group("admission and limits")
     limits.add_argument("--max-streams", type=int, default=None,
                         help="streams generating at once (default: --max-running)")
@@ -61,6 +63,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="expose GET /debug/state (engine pools; for tests)")
 
 
+def add_device_arguments(group: Any) -> None:
+    """--graphs and --overlap: how the engine drives a GPU (docs/gpu.md)."""
+    group.add_argument("--graphs", default="auto", choices=["auto", "off", "shaped", "cuda"],
+                       help="fixed-shape stages: cuda = captured CUDA graphs, shaped = the "
+                       "same shapes run eagerly (auto: cuda on a GPU, off on the CPU)")
+    group.add_argument("--overlap", default="auto", choices=["auto", "on", "off"],
+                       help="launch each step before the last one's results are read back "
+                       "(auto: on for a GPU)")
+
+
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `serve` to the polyvox command's subparsers."""
     parser: argparse.ArgumentParser = subparsers.add_parser("serve", help="run the streaming speech server",
@@ -71,11 +83,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    from polyvox.config import EngineConfig
+    from polyvox.config import EngineConfig, device_settings
     from polyvox.server.config import MiB, ServerConfig
 
     engine = EngineConfig(schedule=args.schedule, max_running=args.max_running,
-                          kv_memory_mb=args.kv_memory_mb)
+                          kv_memory_mb=args.kv_memory_mb,
+                          **device_settings(args.device, args.graphs, args.overlap))
     return ServerConfig(
         model=args.model, engine=engine, weights=args.weights, tokenizer=args.tokenizer,
         device=args.device, precision=args.precision, seed=args.seed, data_dir=args.data_dir, api_key=args.api_key,

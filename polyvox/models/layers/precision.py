@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class LowPrecisionLinear(nn.Linear):
@@ -63,7 +63,7 @@ def lower_precision(root: nn.Module, dtype: torch.dtype,
 
 
 def parse_precision(name: str) -> torch.dtype:
-    """`float32` or `bfloat16` -> the torch dtype; a clear error otherwise."""
+    """`float32`, `bfloat16` or `float16` -> the torch dtype; a clear error otherwise."""
     try:
         return PRECISIONS[name]
     except KeyError:

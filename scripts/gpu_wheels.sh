@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Download the wheels scripts/gpu_check.sh needs on a bare GPU machine (Python 3.12,
+# PyTorch preinstalled, no network) into .gpu-wheels/ (git-ignored, ~30 MB): carry that
+# folder with the tree to the GPU machine. Run it here, where the package index is reachable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY_VERSION=${PY_VERSION:-3.12}
+# The pocket path: numpy, rich, pyyaml, sentencepiece, tokenizers, safetensors (and what
+# they pull in); the CUDA tests: pytest. The Piper voice (~60 MB of ONNX) does not fit the
+# carry limit: gpu_check.sh skips Piper when its extra is not importable.
+PACKAGES=(numpy rich pyyaml sentencepiece tokenizers safetensors pytest)
+python3 -m pip download --quiet --dest .gpu-wheels --only-binary=:all: \
+  --python-version "$PY_VERSION" --implementation cp --abi "cp${PY_VERSION/./}" \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 --platform any "${PACKAGES[@]}"
+du -sh .gpu-wheels
