@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 SCHEDULES = ("sequential", "interleaved", "batched")
 CHAINING = ("chained", "pocket")
@@ -26,6 +27,16 @@ def device_settings(device: str, graphs: str = "auto", overlap: str = "auto") ->
         raise ValueError(f"overlap must be auto, on or off, got {overlap!r}")
     return {"graphs": ("cuda" if cuda else "off") if graphs == "auto" else graphs,
             "overlap": cuda if overlap == "auto" else overlap == "on"}
+
+
+def add_device_arguments(group: Any) -> None:
+    """--graphs and --overlap: how the engine drives a GPU (docs/gpu.md)."""
+    group.add_argument("--graphs", default="auto", choices=["auto", "off", "shaped", "cuda"],
+                       help="fixed-shape stages: cuda = captured CUDA graphs, shaped = the "
+                       "same shapes run eagerly (auto: cuda on a GPU, off on the CPU)")
+    group.add_argument("--overlap", default="auto", choices=["auto", "on", "off"],
+                       help="launch each step before the last one's results are read back "
+                       "(auto: on for a GPU)")
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from polyvox.bench.metrics import is_within_capacity, search_capacity, summarize
-from polyvox.config import EngineConfig, device_settings
-from polyvox.server.cli import add_device_arguments
+from polyvox.config import EngineConfig, add_device_arguments, device_settings
 
 
 def add_bench_parser(commands: Any) -> None:

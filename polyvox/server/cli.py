@@ -17,8 +17,7 @@ def default_data_dir() -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from polyvox.config import SCHEDULES
-    from polyvox.models.layers.precision import PRECISIONS
+    from polyvox.config import SCHEDULES, add_device_arguments
     from polyvox.models.registry import DEFAULT_MODEL
 
     model = parser.add_argument_group("model")
@@ -26,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--weights", help="checkpoint file, directory or cached HF repo id")
     model.add_argument("--tokenizer", help="tokenizer file (when not next to the weights)")
     model.add_argument("--device", default="cpu")
-    model.add_argument("--precision", choices=sorted(PRECISIONS), default="float32",
+    model.add_argument("--precision", choices=["float32", "bfloat16", "float16"], default="float32",
                        help="weights of pocket models' matmuls (bfloat16: ~2x faster on CPUs "
                        "with AVX512-BF16, ~1e-2 from float32; float16 for GPUs)")
     model.add_argument("--seed", type=int, default=0, help="seed of random weights")
@@ -61,16 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limits.add_argument("--ws-idle-seconds", type=float, default=300.0)
     limits.add_argument("--debug-state", action="store_true",
                         help="expose GET /debug/state (engine pools; for tests)")
-
-
-def add_device_arguments(group: Any) -> None:
-    """--graphs and --overlap: how the engine drives a GPU (docs/gpu.md)."""
-    group.add_argument("--graphs", default="auto", choices=["auto", "off", "shaped", "cuda"],
-                       help="fixed-shape stages: cuda = captured CUDA graphs, shaped = the "
-                       "same shapes run eagerly (auto: cuda on a GPU, off on the CPU)")
-    group.add_argument("--overlap", default="auto", choices=["auto", "on", "off"],
-                       help="launch each step before the last one's results are read back "
-                       "(auto: on for a GPU)")
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
