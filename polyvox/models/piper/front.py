@@ -168,6 +168,9 @@ class PiperFront:
         for row, sentence in enumerate(sentences):
             num_ids = len(sentence.phoneme_ids)
             frames = max(1, int(durations[row].sum()))  # VITS makes at least one frame
+            if frames > template.shape[-1]:
+                raise GraphSurgeryError(f"Stage 1 gave {frames} frames of durations but "
+                                        f"latents of {template.shape[-1]} frames.")
             feed = {name: rows[row][name] for name in self._direct}
             feed.update({name: _frames_of_row(stage1[name], row, frames, len(rows))
                          for name in (self._template, *self._cut)})
