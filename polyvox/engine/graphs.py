@@ -151,14 +151,15 @@ class StepGraphs:
         rows, width = buffers["read_slots"].shape
         count = len(positions)
         pad = rows - count
-        slots = torch.full((rows, width), self.padding_slot, dtype=torch.long)
-        keys = torch.full((rows, width), -1, dtype=torch.long)
-        for row, (s, p) in enumerate(zip(read_slots, read_positions)):
-            slots[row, : len(s)] = torch.tensor(s, dtype=torch.long)
-            keys[row, : len(p)] = torch.tensor(p, dtype=torch.long)
-        keys[count:, 0] = 0
-        buffers["read_slots"].copy_(to_device(slots, self.device))
-        buffers["read_positions"].copy_(to_device(keys, self.device))
+        padding = self.padding_slot
+        slots = [s + [padding] * (width - len(s)) for s in read_slots]
+        keys = [p + [-1] * (width - len(p)) for p in read_positions]
+        slots += [[padding] * width] * pad
+        keys += [[0] + [-1] * (width - 1)] * pad
+        buffers["read_slots"].copy_(to_device(torch.tensor(slots, dtype=torch.long),
+                                              self.device))
+        buffers["read_positions"].copy_(to_device(torch.tensor(keys, dtype=torch.long),
+                                                  self.device))
         buffers["positions"].copy_(to_device(torch.tensor(positions + [0] * pad), self.device))
         buffers["write_slots"].copy_(
             to_device(torch.tensor(write_slots + [self.padding_slot] * pad), self.device))

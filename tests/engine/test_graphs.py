@@ -76,10 +76,10 @@ def test_variant_equals_plain_engine(model, voice, variant) -> None:
     plain = run_script(make_engine(model, voice), texts, voices, abort="r5")
     other = run_script(make_engine(model, voice, **VARIANTS[variant]), texts, voices,
                        abort="r5")
-    assert set(other) == set(plain)
-    for rid in plain:
-        if rid != "r5":
-            assert rel_error(joined(other[rid]), joined(plain[rid])) <= 1e-4, rid
+    # NOTE: whether r5 spoke before its abort depends on step timing; the others finish.
+    assert set(other) - {"r5"} == set(plain) - {"r5"} == {f"r{i}" for i in range(16)} - {"r5"}
+    for rid in set(plain) - {"r5"}:
+        assert rel_error(joined(other[rid]), joined(plain[rid])) <= 1e-4, rid
 
 
 def test_shaped_batches_run_at_bucket_sizes(model, voice) -> None:
