@@ -74,6 +74,7 @@ class Request:
     # --- generation ---
     generator: torch.Generator = field(default_factory=torch.Generator)
     last_latent: torch.Tensor | None = None  # [D]; None = first step of a clause (BOS)
+    partial: Any = None  # non-autoregressive: a clause whose latents come in pieces
     # --- decoder ---
     decoder_slot: int | None = None
     pending_latents: list[torch.Tensor] = field(default_factory=list)  # [D] each

@@ -199,17 +199,24 @@ class Engine:
         plan = self.scheduler.plan()
         costs = self.scheduler.costs
         started = time.perf_counter()
-        prefilled = self.runner.prefill(plan.prefills)
+        if plan.continuations:
+            rests = self.runner.continue_clauses(list(plan.continuations))
+            costs.observe("continue_frame", time.perf_counter() - started,
+                          sum(len(latents) for latents in rests))
+            for request, latents in zip(plan.continuations, rests):
+                request.partial = None
+                self._add_clause_latents(request, latents)
+            started = time.perf_counter()
+        prefilled = self.runner.prefill(plan.prefills, self._first_piece_frames)
         finished = time.perf_counter()
         if self.family.is_autoregressive:
             costs.observe("prefill_token", finished - started,
                           sum(int(item.tokens.shape[0]) for item in plan.prefills))
         else:
             costs.observe("prefill_clause", finished - started, len(plan.prefills))
-        for item, latents in zip(plan.prefills, prefilled):
-            item.request.pending_latents.extend(latents)  # non-autoregressive: whole clause
-            item.request.frames_generated += len(latents)
-            self._end_clause(item.request)
+        for item, start in zip(plan.prefills, prefilled):  # non-autoregressive families
+            item.request.partial = start.rest
+            self._add_clause_latents(item.request, start.latents)
         started = time.perf_counter()
         launched = self.runner.launch_step(plan.steps, save_rng=self.config.overlap)
         if self.config.overlap:
@@ -243,6 +250,21 @@ class Engine:
         endings = self._collect_endings()
         self._count_behind()
         return outputs + endings
+
+    @property
+    def _first_piece_frames(self) -> int:
+        """A first clause's first piece (families that compute clauses in pieces): what
+        the first chunk reads, lookahead included."""
+        return (self.config.first_chunk_frames or 1) + getattr(self.family,
+                                                               "decoder_lookahead", 0)
+
+    def _add_clause_latents(self, request: Request, latents: torch.Tensor) -> None:
+        """A non-autoregressive clause's latents [T, D]: all of it, or its first piece
+        (`request.partial` computes the rest); the clause ends with its last frames."""
+        request.pending_latents.extend(latents)
+        request.frames_generated += len(latents)
+        if request.partial is None:
+            self._end_clause(request)
 
     def _resolve(self, previous: InFlightStep, current: InFlightStep) -> None:
         """Apply the results of the step before `current`, now that its EOS logits are

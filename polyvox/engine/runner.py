@@ -75,6 +75,14 @@ class HostRow(NamedTuple):
         return self.copy.wait()[self.row]
 
 
+class ClauseStart(NamedTuple):
+    """A non-autoregressive clause after prefill: its first latents [T, D], and what
+    computes the rest when it came in pieces (None: the clause is complete)."""
+
+    latents: torch.Tensor
+    rest: Any
+
+
 class StepResult(NamedTuple):
     latents: torch.Tensor  # [B, D] on the device: the next step's input
     eos: HostCopy | None  # [B] EOS logits on their way to the host (None: no rows)
@@ -112,19 +120,50 @@ class Runner:
         return slots, positions
 
     @torch.no_grad()
-    def prefill(self, items: list[PrefillItem]) -> list[torch.Tensor]:
+    def prefill(self, items: list[PrefillItem],
+                first_piece: int | None = None) -> list[ClauseStart]:
         """Autoregressive families: all clauses packed in one ragged row, [1, sum(T)]
-        tokens, no padding; returns nothing. Other families: each clause's latents [T, D]."""
+        tokens, no padding; returns nothing. Other families: each clause's latents [T, D];
+        with `first_piece`, a family that can (`start_clauses`) gives a request's first
+        clause as its first `first_piece` frames and the means to compute the rest."""
         if not items:
             return []
         if not self.family.is_autoregressive:
-            batched = getattr(self.family, "clause_latents_batch", None)
-            if batched is not None:  # one front call for every clause of the step
-                return batched([self._clause_text(item) for item in items],
-                               [item.request.params for item in items],
-                               [item.request.generator for item in items])
-            return [self.family.clause_latents(self._clause_text(item), item.request.params,
-                                               item.request.generator) for item in items]
+            return self._clause_latents(items, first_piece)
+        self._prefill_tokens(items)
+        return []
+
+    def _clause_latents(self, items: list[PrefillItem],
+                        first_piece: int | None) -> list[ClauseStart]:
+        start = getattr(self.family, "start_clauses", None)
+        if start is not None and first_piece:
+            # NOTE: only a request's first clause comes in pieces: that is what makes its
+            # first audio sooner; later clauses would only pay the pieces' overlap.
+            texts = [self._clause_text(item) for item in items]
+            partials = start(texts, [item.request.params for item in items],
+                             [item.request.generator for item in items])
+            starts = []
+            for item, partial in zip(items, partials):
+                first = item.request.frames_generated == 0
+                latents = partial.next(first_piece if first else None)
+                starts.append(ClauseStart(latents, None if partial.done else partial))
+            return starts
+        return [ClauseStart(latents, None) for latents in self._whole_clauses(items)]
+
+    def _whole_clauses(self, items: list[PrefillItem]) -> list[torch.Tensor]:
+        batched = getattr(self.family, "clause_latents_batch", None)
+        if batched is not None:  # one front call for every clause of the step
+            return batched([self._clause_text(item) for item in items],
+                           [item.request.params for item in items],
+                           [item.request.generator for item in items])
+        return [self.family.clause_latents(self._clause_text(item), item.request.params,
+                                           item.request.generator) for item in items]
+
+    def continue_clauses(self, requests: list[Request]) -> list[torch.Tensor]:
+        """The rest of each request's clause that started in pieces, [n, D] each."""
+        return [request.partial.next(None) for request in requests]
+
+    def _prefill_tokens(self, items: list[PrefillItem]) -> None:
         read_slots, read_positions = self._reads([item.request for item in items])
         num_keys = sum(len(row) for row in read_slots)
         kv = PagedKV(
@@ -140,7 +179,6 @@ class Runner:
         tokens = to_device(torch.cat([item.tokens for item in items]), self.device)
         positions = self._long([p for item in items for p in item.positions])[None]
         self.family.prefill_tokens(tokens, positions, kv)
-        return []
 
     @staticmethod
     def _clause_text(item: PrefillItem) -> str:

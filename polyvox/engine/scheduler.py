@@ -42,6 +42,8 @@ from polyvox.request import Clause, Request, Status
 class Plan(NamedTuple):
     prefills: list[PrefillItem]
     steps: list[StepItem]
+    # Non-autoregressive clauses that started in pieces: the requests whose rest runs now.
+    continuations: tuple[Request, ...] = ()
 
 
 class StageCosts:
@@ -55,6 +57,7 @@ class StageCosts:
         self.prefill_clause = 0.05  # s per clause, non-autoregressive families (whole clause)
         self.prefill_token = 0.0005  # s per packed prefill token (autoregressive)
         self.step = 0.02  # s per batched AR step
+        self.continue_frame = 0.0002  # s per latent frame of a clause's later pieces
         self.decode_frame = 0.0005  # s per frame of decoder input (window included)
 
     def observe(self, name: str, seconds: float, count: int) -> None:
@@ -77,6 +80,7 @@ class Scheduler:
         self.deadline = float("inf")  # this step should end by then (monotonic seconds)
         self.starting = False  # this step: an admitted request awaits its first audio
         self.overloaded = False  # this step: a listener with frames to decode is behind
+        self._committed = 0.0  # seconds of this step already given to urgent work
 
     # --- planning ------------------------------------------------------------------------
 
@@ -90,10 +94,41 @@ class Scheduler:
             self._turn %= len(self.running)
             candidates = [self.running[self._turn]]
             self._turn += 1
+        if not self.family.is_autoregressive:
+            urgent, later = self._split_continuations(candidates)
+            self._committed = sum(self._continuation_cost(r) for r in urgent)
+            prefills = self._plan_prefills([r for r in candidates if r.wants_prefill])
+            if not self.starting:  # nobody awaits first audio: the rest may run now
+                urgent += [r for r in later
+                           if self._fits(self._committed + self._continuation_cost(r))]
+            self._committed = 0.0
+            return Plan(prefills, [], tuple(urgent))
         prefills = self._plan_prefills([r for r in candidates if r.wants_prefill])
         generating = [r for r in candidates if r.is_generating and r not in
                       [item.request for item in prefills]]
         return Plan(prefills, self._plan_steps(generating, prefills))
+
+    def _continuation_cost(self, request: Request) -> float:
+        partial = request.partial
+        return self.costs.continue_frame * (partial.total_frames - partial.frames_given)
+
+    def _split_continuations(self, candidates: list[Request]
+                             ) -> tuple[list[Request], list[Request]]:
+        """Requests whose clause came in pieces and still has frames to compute: those
+        whose listener would run dry within two steps without them (urgent: this step,
+        before anything else), and the others (they wait while a request awaits its first
+        audio: its first piece comes first)."""
+        now, rate = time.monotonic(), self.family.audio.sample_rate
+        frame_seconds = 1.0 / self.family.audio.frame_rate
+        urgent, later = [], []
+        for request in candidates:
+            if request.partial is None or request.status is not Status.RUNNING:
+                continue
+            heard = max(0.0, request.slack(now, rate)) if request.first_audio_time else 0.0
+            runway = heard + len(request.pending_latents) * frame_seconds
+            horizon = 2 * self.step_budget + self._continuation_cost(request)
+            (urgent if runway < horizon else later).append(request)
+        return urgent, later
 
     def _step_budget(self) -> float:
         """Seconds this step may take: the least audio buffered by any listener who is on
@@ -243,7 +278,8 @@ class Scheduler:
                 continue
             if not self.family.is_autoregressive:
                 if len(items) >= self.config.max_clause_prefills_per_step or (
-                        items and not self._fits(self.costs.prefill_clause * (len(items) + 1))):
+                        items and not self._fits(self._committed
+                                                 + self.costs.prefill_clause * (len(items) + 1))):
                     break
                 self._start_clause_context(request)
                 request.pending_clauses.popleft()
@@ -385,6 +421,7 @@ class Scheduler:
                 self.blocks.release(request.table.blocks)
             request.table.clear()
             request.swapped = None
+        request.partial = None
         if request.decoder_slot is not None:
             self.slots.release(request.decoder_slot)
             request.decoder_slot = None
