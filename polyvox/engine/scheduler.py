@@ -114,20 +114,24 @@ class Scheduler:
 
     def _split_continuations(self, candidates: list[Request]
                              ) -> tuple[list[Request], list[Request]]:
-        """Requests whose clause came in pieces and still has frames to compute: those
-        whose listener would run dry within two steps without them (urgent: this step,
-        before anything else), and the others (they wait while a request awaits its first
-        audio: its first piece comes first)."""
+        """Requests whose clause came in pieces and still has frames to compute, split as
+        decoder chunks are (`_within_deadline`): urgent when the listener would run dry
+        within the horizon without them (they run first), the others later (they wait
+        while a request awaits its first audio: new requests come first). Under overload
+        nobody is urgent."""
         now, rate = time.monotonic(), self.family.audio.sample_rate
         frame_seconds = 1.0 / self.family.audio.frame_rate
+        horizon = 0.0 if self.overloaded else (
+            self.step_budget + self.config.delivery_margin_seconds if self.starting
+            else 2 * self.step_budget)
         urgent, later = [], []
         for request in candidates:
             if request.partial is None or request.status is not Status.RUNNING:
                 continue
             heard = max(0.0, request.slack(now, rate)) if request.first_audio_time else 0.0
             runway = heard + len(request.pending_latents) * frame_seconds
-            horizon = 2 * self.step_budget + self._continuation_cost(request)
-            (urgent if runway < horizon else later).append(request)
+            is_urgent = runway < horizon + self._continuation_cost(request)
+            (urgent if is_urgent and horizon > 0 else later).append(request)
         return urgent, later
 
     def _step_budget(self) -> float:

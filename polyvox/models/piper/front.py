@@ -36,6 +36,9 @@ FRONT_INPUTS = ("input", "input_lengths", "scales", DURATION_NOISE)
 # Stage 1 pads a batch's ids to its longest sentence; a sentence longer than this many
 # times the batch's shortest starts another batch (padding would cost more than a call).
 MAX_PADDING_RATIO = 1.5
+# Frames the flow sees either side of a window (`run_flow`); its receptive field is 32
+# (4 coupling layers x 4 convs of kernel 5): see docs/piper.md.
+FLOW_CONTEXT = 40
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,15 @@ class Sentence:
     phoneme_ids: list[int]
     scales: Scales
     generator: torch.Generator
+
+
+@dataclass(frozen=True)
+class Stage1Output:
+    """One sentence after stage 1: everything the flow (stage 2) reads, noise included."""
+
+    feed: dict[str, np.ndarray]  # stage 2's inputs cut to the sentence: [1, ..., T_frames]
+    durations: torch.Tensor  # [T_ids] int64, frames per phoneme id (sums to T_frames)
+    num_frames: int  # T_frames
 
 
 @dataclass(frozen=True)
@@ -114,6 +126,8 @@ class PiperFront:
         self._stage1_outputs = stage1_outputs
         self._direct = direct
         self._template = vits.latent_noise_template
+        # Stage 2's inputs with one column per frame (the scalar noise scale has none).
+        self._per_frame = {self._template, *self._cut, LATENT_NOISE}
 
     def __call__(
         self,
@@ -135,20 +149,50 @@ class PiperFront:
         relative: onnxruntime's kernels round differently at batch > 1), and every
         generator draws what one-at-a-time calls in list order would have drawn.
         """
+        return [FrontOutput(latents=self.run_flow(output), durations=output.durations)
+                for output in self.run_stage1(sentences)]
+
+    def run_stage1(self, sentences: list[Sentence]) -> list[Stage1Output]:
+        """Stage 1 of many sentences (batched) and their latent noise; no flow yet.
+
+        Every generator has drawn all it will for these sentences when this returns:
+        `run_flow` only slices what was drawn here.
+        """
         for sentence in sentences:
             if not sentence.phoneme_ids:
                 raise ValueError("phoneme_ids is empty: nothing to synthesize.")
-        outputs: list[FrontOutput | None] = [None] * len(sentences)
+        outputs: list[Stage1Output | None] = [None] * len(sentences)
         # NOTE: a generator's next duration noise comes after its last latent noise, whose
         # size stage 1 decides: a batch holds at most one sentence per generator, and a
         # generator's later sentences go into later rounds.
         for indices in _draw_rounds(sentences):
             for batch in _batches(sentences, indices):
-                for index, output in zip(batch, self._run_batch([sentences[i] for i in batch])):
+                for index, output in zip(batch, self._run_stage1_batch([sentences[i] for i in batch])):
                     outputs[index] = output
         return [output for output in outputs if output is not None]
 
-    def _run_batch(self, sentences: list[Sentence]) -> list[FrontOutput]:
+    def run_flow(self, sentence: Stage1Output, start: int = 0, stop: int | None = None,
+                 context: int = FLOW_CONTEXT) -> torch.Tensor:
+        """z [C, stop - start] of one sentence's frames [start, stop), from stage 1's output.
+
+        The flow sees `context` frames either side of the window (fewer at the sentence's
+        ends); the whole sentence (the default) is exactly `run`'s z.
+        """
+        stop = sentence.num_frames if stop is None else stop
+        if not 0 <= start < stop <= sentence.num_frames:
+            raise ValueError(f"Frames [{start}, {stop}) are not within the sentence's "
+                             f"{sentence.num_frames}.")
+        first = max(0, start - context)
+        last = min(sentence.num_frames, stop + context)
+        feed = sentence.feed
+        if (first, last) != (0, sentence.num_frames):
+            feed = {name: np.ascontiguousarray(value[..., first:last])
+                    if name in self._per_frame and value.ndim else value
+                    for name, value in feed.items()}
+        (z,) = self._stage2.run(None, feed)  # [1, C, last - first]
+        return torch.from_numpy(z[0, :, start - first: stop - first]).float()
+
+    def _run_stage1_batch(self, sentences: list[Sentence]) -> list[Stage1Output]:
         """Sentences with equal scales and distinct generators: one stage-1 call."""
         scales = sentences[0].scales
         shared = np.asarray([scales.noise_scale, scales.length_scale, scales.noise_w],
@@ -176,10 +220,10 @@ class PiperFront:
                          for name in (self._template, *self._cut)})
             shape = (1, *template.shape[1:-1], frames)  # [1, C, T_frames]
             feed[LATENT_NOISE] = draw_latent_noise(shape, sentence.generator).numpy()
-            (z,) = self._stage2.run(None, feed)  # [1, C, T_frames]
-            outputs.append(FrontOutput(
-                latents=torch.from_numpy(z[0]).float(),
+            outputs.append(Stage1Output(
+                feed=feed,
                 durations=torch.from_numpy(durations[row].reshape(-1)[:num_ids]).long(),
+                num_frames=frames,
             ))
         return outputs
 
