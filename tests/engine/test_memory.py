@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from conftest import TEXTS, make_engine, params, rel_error
 from hypothesis import HealthCheck, given, settings
@@ -11,7 +12,11 @@ from polyvox.engine.engine import EngineError, run_to_completion
 from polyvox.request import Status
 
 
-def test_pool_for_four_streams_serves_twelve(model, voice) -> None:
+@pytest.mark.parametrize("variant", [{}, {"graphs": "shaped", "overlap": True}],
+                         ids=["plain", "shaped+overlap"])
+def test_pool_for_four_streams_serves_twelve(model, voice, variant) -> None:
+    """KV pressure: preemption by swapping (also with fixed shapes and the overlapped loop,
+    whose in-flight steps must survive a preemption)."""
     texts = [TEXTS[i % len(TEXTS)] + " " + TEXTS[(i + 3) % len(TEXTS)] for i in range(12)]
     reference_engine = make_engine(model, voice, schedule="sequential")
     for i, text in enumerate(texts):
@@ -21,7 +26,7 @@ def test_pool_for_four_streams_serves_twelve(model, voice) -> None:
     voice_blocks = -(-voice.length // 16)
     per_stream = max(-(-(model.count_tokens(t) + 200) // 16) for t in texts)
     engine = make_engine(model, voice, num_kv_blocks=voice_blocks + 4 * per_stream // 2,
-                         num_decoder_slots=12)
+                         num_decoder_slots=12, **variant)
     preempted = 0
     for i, text in enumerate(texts):
         engine.add_request(text, "chirp", params(i), request_id=f"r{i}")
