@@ -143,7 +143,9 @@ def test_a_full_step_still_decodes_listeners_about_to_run_dry(family) -> None:
     engine = piper_engine(family, first_clause_tokens=50)  # long clauses: frames stay pending
     for i, text in enumerate(TEXTS):
         engine.add_request(text, "default", family.make_params(seed=i), request_id=f"r{i}")
-    while any(r.first_audio_time is None for r in engine.requests.values()):
+    # (first clauses come in pieces: wait until every clause's frames are all computed)
+    while any(r.first_audio_time is None or r.partial is not None
+              for r in engine.requests.values()):
         engine.step()
     now = time.monotonic()
     rate = family.audio.sample_rate

@@ -47,6 +47,31 @@ def test_eight_concurrent_requests_equal_offline_synthesis(family, schedule) -> 
     assert max(chunk_counts.values()) > 3  # really streamed in chunks
 
 
+def test_first_clauses_come_in_pieces(family) -> None:
+    """A request's first clause starts with the first chunk's frames; its first audio is
+    out before the rest of the clause is computed, and the audio is unchanged."""
+    engine = Engine(family, EngineConfig(first_clause_tokens=50))  # whole sentences
+    empty = family.empty_voice()
+    engine.register_voice("default", empty.k, empty.v)
+    continued: list[tuple[str, bool]] = []
+    continue_clauses = engine.runner.continue_clauses
+
+    def recording(requests):  # type: ignore[no-untyped-def]
+        continued.extend((r.request_id, r.first_audio_time is not None) for r in requests)
+        return continue_clauses(requests)
+
+    engine.runner.continue_clauses = recording  # type: ignore[method-assign]
+    texts = [TEXTS[5], TEXTS[7], TEXTS[3]]
+    for i, text in enumerate(texts):
+        engine.add_request(text, "default", family.make_params(seed=i), request_id=f"r{i}")
+    out = run_to_completion(engine)
+    assert engine.is_idle()
+    assert sorted(rid for rid, _ in continued) == ["r0", "r1", "r2"]  # once each, first clause
+    assert all(heard for _, heard in continued)  # the rest came after the first audio
+    for i, text in enumerate(texts):
+        assert rel_error(out[f"r{i}"], offline(family, text, i, 50)) <= 1e-4
+
+
 def offline(family, text: str, seed: int, first_clause_tokens: int | None) -> torch.Tensor:
     """Each clause (as the engine splits the text) synthesized whole, as one utterance, with
     one generator for the request."""
