@@ -81,6 +81,9 @@ class EngineConfig:
     # While a request waits for its first audio, a step takes at most about this long.
     first_audio_step_seconds: float = 0.15
     max_step_seconds: float = 0.25  # decoder work beyond this waits for the next step
+    # Families that can (Piper) compute a request's first clause in pieces: the first
+    # chunk's frames at once, the rest in a later step (sooner first audio, ~8 ms more work).
+    clause_pieces: bool = True
     # Fixed shapes for the AR step and the decoder (see polyvox.engine.graphs): off (plain
     # eager calls at the batch's own shape), shaped (padded to a bucket, static buffers,
     # run eagerly: the CPU-testable twin of `cuda`), cuda (captured CUDA graphs, replayed).

@@ -40,6 +40,8 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument("--chunk-frames", type=int, help="default: the model's choice")
     bench.add_argument("--max-chunk-frames", type=int, help="default: the model's choice")
     bench.add_argument("--max-running", type=int, default=64)
+    bench.add_argument("--no-clause-pieces", dest="clause_pieces", action="store_false",
+                       help="compute each clause whole (Piper), not its first chunk first")
     bench.add_argument("--kv-memory-mb", type=float, default=512.0,
                        help="KV pool size (raise it for hundreds of streams on a GPU)")
     bench.add_argument("--json", dest="json_path")
@@ -115,7 +117,8 @@ def run_bench(args: argparse.Namespace) -> int:
                             chunk_frames=args.chunk_frames,
                             max_chunk_frames=args.max_chunk_frames, max_running=args.max_running,
                             num_decoder_slots=max(args.max_running, 64),
-                            kv_memory_mb=args.kv_memory_mb, **device)
+                            kv_memory_mb=args.kv_memory_mb,
+                            clause_pieces=args.clause_pieces, **device)
 
     def row_for(records: list[Any], wall: float, mode: str, concurrency: int) -> dict[str, Any]:
         return summarize(records, wall, mode, concurrency, args.ttfa_slo_ms, flops,

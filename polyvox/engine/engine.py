@@ -207,7 +207,8 @@ class Engine:
                 request.partial = None
                 self._add_clause_latents(request, latents)
             started = time.perf_counter()
-        prefilled = self.runner.prefill(plan.prefills, self._first_piece_frames)
+        prefilled = self.runner.prefill(
+            plan.prefills, self._first_piece_frames if self.config.clause_pieces else None)
         finished = time.perf_counter()
         if self.family.is_autoregressive:
             costs.observe("prefill_token", finished - started,
