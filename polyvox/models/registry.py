@@ -35,10 +35,12 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
     family = _load(name, weights, tokenizer, seed, device)
     if dtype != torch.float32:
         modules = getattr(family, "modules", None)
-        if not isinstance(modules, torch.nn.Module):
-            raise ValueError(f"precision {precision} is available for pocket/ models only, "
-                             f"not {name}")
-        lower_precision(modules, dtype)
+        if hasattr(family, "lower_precision"):  # Piper: its decoder
+            family.lower_precision(dtype)
+        elif isinstance(modules, torch.nn.Module):
+            lower_precision(modules, dtype)
+        else:
+            raise ValueError(f"precision {precision} is not available for {name}")
     return family
 
 

@@ -42,8 +42,21 @@ def test_unknown_precision_and_unsupported_family_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown precision"):
         load_model("pocket/english_2m", precision="int4")
     pytest.importorskip("piper")
-    with pytest.raises(ValueError, match="pocket/ models only"):
-        load_model("piper/joe", precision="bfloat16")
+    with pytest.raises(ValueError, match="not available for pocket/joe-ar"):
+        load_model("pocket/joe-ar", precision="bfloat16")
+
+
+def test_piper_decoder_in_bfloat16_stays_close_to_float32() -> None:
+    """Piper's lower precision is its HiFi-GAN's weights (for GPUs); audio stays float32."""
+    pytest.importorskip("piper")
+    full, half = load_model("piper/joe"), load_model("piper/joe", precision="bfloat16")
+    assert all(b.dtype == torch.bfloat16 for b in half.model.hifigan.buffers())
+    z = full.clause_latents("Hello there.", full.make_params(seed=3), full.new_generator(3))
+    reference = full.model.hifigan(z.t()[None])
+    lowered = half.model.hifigan(z.t()[None])
+    assert lowered.dtype == torch.float32
+    error = float((lowered - reference).abs().max() / reference.abs().max())
+    assert 0 < error <= 5e-2
 
 
 @pytest.fixture(scope="module")

@@ -71,6 +71,10 @@ class PiperFamily:
         self.latent_dim = model.hifigan.num_channels
         self.kv_spec = KVSpec(num_layers=0, kv_heads=1, head_dim=1, dtype=torch.float32)
 
+    def lower_precision(self, dtype: torch.dtype) -> None:
+        """The decoder's weights in `dtype` (the front stays in onnxruntime, float32)."""
+        self.model.hifigan.lower_precision(dtype)
+
     @property
     def sample_rate(self) -> int:
         return self.model.sample_rate

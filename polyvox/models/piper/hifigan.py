@@ -91,11 +91,18 @@ class HiFiGan(nn.Module):
             assert total is not None
             x = total / len(stage.resblocks)
         x = self._conv(layout.conv_post, F.leaky_relu(x, layout.post_slope))  # [B, 1, T * hop]
-        return torch.tanh(x)[:, 0]
+        return torch.tanh(x)[:, 0].float()
+
+    def lower_precision(self, dtype: torch.dtype) -> None:
+        """Keep the weights in `dtype` (bfloat16/float16, for GPUs) and run the convolutions
+        in it; audio still comes out float32."""
+        for name, tensor in self.named_buffers():
+            setattr(self, name, tensor.to(dtype))
 
     def _conv(self, layer: ConvLayer, x: torch.Tensor) -> torch.Tensor:
         weight = getattr(self, self.names[layer.weight])
         bias = getattr(self, self.names[layer.bias]) if layer.bias else None
+        x = x.to(weight.dtype)
         if layer.is_transposed:
             return F.conv_transpose1d(x, weight, bias, layer.stride, layer.padding)
         return F.conv1d(x, weight, bias, layer.stride, layer.padding, layer.dilation)
