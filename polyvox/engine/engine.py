@@ -18,8 +18,8 @@ import torch
 from polyvox.config import EngineConfig
 from polyvox.engine.allocator import keep_freed_memory
 from polyvox.engine.decoder_pool import DecoderSlotPool
-from polyvox.engine.kv_cache import BlockManager, BlockTable, PagedKVCache
 from polyvox.engine.graphs import DecodeGraphs, StepGraphs
+from polyvox.engine.kv_cache import BlockManager, BlockTable, PagedKVCache
 from polyvox.engine.runner import DecodeItem, HostRow, Runner, StepItem, StepResult
 from polyvox.engine.scheduler import Scheduler
 from polyvox.models.base import ModelFamily
