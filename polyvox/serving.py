@@ -97,6 +97,8 @@ def serve_family(model: str, family: Any, config: EngineConfig | None = None,
     engine = Engine(family, config or EngineConfig(), device=device)
     empty = family.empty_voice()
     engine.register_voice(DEFAULT_VOICE, empty.k, empty.v)
+    if engine.config.graphs == "cuda":
+        engine.warm_up()  # capture the CUDA graphs now, not while a listener waits
     return Served(model, family, engine, AsyncEngine(engine),
                   supports_voice_cloning=hasattr(family, "voice_from_audio"),
                   builtin_voices={DEFAULT_VOICE})

@@ -96,6 +96,24 @@ class Engine:
         self._in_flight: InFlightStep | None = None
         self._undelivered: list[tuple[PendingChunk, HostRow | None]] = []
 
+    def warm_up(self) -> None:
+        """Build every fixed shape serving will need (with graphs=cuda: capture them now,
+        not while a listener waits): AR step shapes up to the longest context a stream
+        can read, decoder shapes for every chunk size up to the largest (Pocket-style
+        decoders; a windowed decoder's clause-end shapes are still built on first use)."""
+        runner, config = self.runner, self.config
+        if runner.step_graphs is not None:
+            longest_voice = max((v.length for v in self.voices.values()), default=0)
+            clause = config.max_clause_tokens or 0
+            frames = int(self.family.max_frames(clause)) if hasattr(self.family,
+                                                                   "max_frames") else 0
+            # NOTE: context is dropped in whole blocks: up to one more block stays.
+            runner.step_graphs.warm_up(longest_voice + config.context_window + clause + frames
+                                       + config.block_size)
+        if runner.decode_graphs is not None and not getattr(self.family, "decoder_lookahead", 0):
+            assert config.max_chunk_frames
+            runner.decode_graphs.warm_up(list(range(1, config.max_chunk_frames + 1)))
+
     # --- voices ----------------------------------------------------------------------------
 
     def register_voice(self, name: str, k: torch.Tensor, v: torch.Tensor) -> Voice:

@@ -143,6 +143,15 @@ class StepGraphs:
             self.calls[key] = (call, buffers)
         return self.calls[key]
 
+    def warm_up(self, max_width: int, sampler_steps: int = 1) -> None:
+        """Build (with capture: record) every shape up to `max_width` keys per row, so that
+        serving never stops to capture."""
+        for rows in self.buckets:
+            width = MIN_WIDTH
+            while width <= width_bucket(max_width):
+                self._call(rows, width, sampler_steps)
+                width *= 2
+
     def _fill(self, buffers: dict[str, torch.Tensor], latents: torch.Tensor,
               positions: list[int], write_slots: list[int], read_slots: list[list[int]],
               read_positions: list[list[int]], noise: torch.Tensor) -> None:
@@ -224,6 +233,13 @@ class DecodeGraphs:
                 call.record()  # the buffers hold padding rows only
             self.calls[key] = (call, buffers)
         return self.calls[key]
+
+    def warm_up(self, chunk_frames: list[int]) -> None:
+        """Build (with capture: record) every batch bucket for chunks of these sizes (no
+        lookahead or history: the Pocket decoder's shapes)."""
+        for rows in self.buckets:
+            for frames in chunk_frames:
+                self._call(rows, frames, 0, 0)
 
     def __call__(self, latents: torch.Tensor, slot_ids: list[int], frames: int,
                  lookahead: int, history: int) -> torch.Tensor:

@@ -93,6 +93,25 @@ def test_shaped_batches_run_at_bucket_sizes(model, voice) -> None:
     assert {key[0] for key in engine.runner.decode_graphs.calls} <= {1, 2, 4}
 
 
+def test_warm_up_builds_every_shape_serving_uses(model, voice) -> None:
+    """After warm-up (on a GPU: every CUDA graph captured up front) serving builds no new
+    shape, so no listener waits for a capture."""
+    engine = make_engine(model, voice, graphs="shaped", batch_buckets=(1, 2, 4),
+                         max_running=4, context_window=64, max_clause_tokens=20)
+    engine.warm_up()
+    step_shapes = set(engine.runner.step_graphs.calls)
+    decode_shapes = set(engine.runner.decode_graphs.calls)
+    assert {key[0] for key in step_shapes} == {1, 2, 4}
+    words = " ".join(TEXTS).split()
+    for i in range(6):
+        text = " ".join(words[(7 * i + j) % len(words)] for j in range(120))
+        engine.add_request(text, ["chirp", "default"][i % 2], params(i, eos_threshold=-3.0),
+                           request_id=f"r{i}")
+    run_to_completion(engine)
+    assert set(engine.runner.step_graphs.calls) == step_shapes
+    assert set(engine.runner.decode_graphs.calls) == decode_shapes
+
+
 @pytest.mark.parametrize("variant", ["overlap", "shaped+overlap"])
 def test_overlap_undoes_steps_past_the_end_of_speech(model, voice, variant) -> None:
     """frames_after_eos=0: a clause ends at its EOS step, which the overlapped loop learns
