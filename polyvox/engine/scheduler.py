@@ -13,7 +13,9 @@ timings (`StageCosts`). Prefills beyond the first and decoder chunks that do not
 a step, except chunks for listeners who would run dry before the next step ends. Chunks
 start small (time to first audio) and grow while a listener's buffer allows (bigger chunks
 cost less per frame); under overload (a stream already behind) nobody is protected and
-chunks are the largest.
+chunks are the largest. A non-autoregressive family may start a request's first clause in
+pieces (the first chunk's frames only); the rest of the clause is planned like a decoder
+chunk: first when its listener would run dry soon, else once no request awaits first audio.
 
 Memory: KV blocks are reserved before work runs (`can_allocate` then `allocate`). When a
 running stream cannot grow, the newest running stream is preempted: its own KV blocks are
