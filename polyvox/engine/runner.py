@@ -191,18 +191,18 @@ class Runner:
         `save_rng`, each request's generator state before its noise draw is kept (the
         overlapped loop restores it when the step turns out to be past its clause's end)."""
         states = [item.request.generator.get_state() for item in items] if save_rng else []
-        dim = self.family.latent_dim
-        latents_out = torch.empty(len(items), dim, device=self.device)
-        eos_out = torch.empty(len(items), device=self.device)
         groups: dict[int, list[int]] = defaultdict(list)
         for index, item in enumerate(items):
             groups[item.request.params.sampler_steps].append(index)
-        for sampler_steps, indices in groups.items():
-            batch = [items[i] for i in indices]
-            out, eos = self._step_group(batch, sampler_steps)
-            if len(groups) == 1:
-                latents_out, eos_out = out, eos
-            else:
+        if len(groups) <= 1:  # the usual case: one batch, its outputs as they are
+            latents_out, eos_out = (self._step_group(items, next(iter(groups))) if items else
+                                    (torch.empty(0, self.family.latent_dim, device=self.device),
+                                     torch.empty(0, device=self.device)))
+        else:
+            latents_out = torch.empty(len(items), self.family.latent_dim, device=self.device)
+            eos_out = torch.empty(len(items), device=self.device)
+            for sampler_steps, indices in groups.items():
+                out, eos = self._step_group([items[i] for i in indices], sampler_steps)
                 where = self._long(indices)
                 latents_out[where], eos_out[where] = out, eos
         return StepResult(latents_out, HostCopy(eos_out) if items else None, states)
