@@ -3,7 +3,7 @@
 One sequence (a clause):
 
     position  0 .. N-1      N      N+1 .. N+S
-    input     ids           BOS    l0 .. l_{S-1}      (l = grouped, normalized teacher z)
+    input     ids           BOS    l0 .. l_{S-1}      (l = grouped, normalized teacher latent)
     predicts  -             l0     l1 .. l_{S-1}, EOS
 
 With `chain`, a sequence is preceded by another one (its prefix cut at a random point):
@@ -29,7 +29,7 @@ BAND_MARGIN = 2  # ids either side of the spoken ones (a phoneme and its PAD)
 
 class Example(NamedTuple):
     tokens: torch.Tensor  # [N] phoneme ids
-    latents: torch.Tensor  # [S, G * C] float16, grouped teacher z (not normalized)
+    latents: torch.Tensor  # [S, G * C] float16, grouped teacher latents (not normalized)
     band_low: torch.Tensor  # [S + 1] first id spoken during each predicted step
     band_high: torch.Tensor  # [S + 1] last id (the EOS step: the end of the text)
 
@@ -40,16 +40,16 @@ class Example(NamedTuple):
 
 @dataclass(frozen=True)
 class LatentStats:
-    """Per-channel statistics of teacher z, tiled to the grouped latent."""
+    """Per-channel statistics of the teacher latents, tiled to the grouped latent."""
 
     mean: torch.Tensor  # [G * C]
     std: torch.Tensor  # [G * C]
 
     @staticmethod
     def of(utterances: list[Utterance], frames_per_step: int) -> LatentStats:
-        total = sum(u.z.shape[0] for u in utterances)
-        mean = torch.stack([u.z.double().sum(0) for u in utterances]).sum(0) / total  # [C]
-        square = torch.stack([((u.z.double() - mean) ** 2).sum(0) for u in utterances]).sum(0)
+        total = sum(u.latents.shape[0] for u in utterances)
+        mean = torch.stack([u.latents.double().sum(0) for u in utterances]).sum(0) / total  # [C]
+        square = torch.stack([((u.latents.double() - mean) ** 2).sum(0) for u in utterances]).sum(0)
         std = (square / (total - 1)).sqrt().clamp_min(1e-3)
         return LatentStats(mean.float().repeat(frames_per_step),
                            std.float().repeat(frames_per_step))
@@ -94,7 +94,7 @@ def step_bands(durations: torch.Tensor, frames_per_step: int,
 def make_examples(utterances: list[Utterance], frames_per_step: int) -> list[Example]:
     examples = []
     for utterance in utterances:
-        latents = group_frames(utterance.z, frames_per_step)
+        latents = group_frames(utterance.latents, frames_per_step)
         low, high = step_bands(utterance.durations, frames_per_step, latents.shape[0])
         examples.append(Example(utterance.ids, latents, low, high))
     return examples

@@ -36,7 +36,7 @@ from polyvox.train.student import (
     load_config,
     student_losses,
 )
-from polyvox.train.teacher_data import read_data
+from polyvox.train.teacher_data import read_data, read_manifest
 
 VALIDATION_EVERY = 50  # one utterance in 50 is held out for the validation loss
 
@@ -82,6 +82,11 @@ class Distiller:
                  log: bool = True) -> None:
         self.student, self.config, self.out, self.log = student, config, Path(out), log
         self.out.mkdir(parents=True, exist_ok=True)
+        target = read_manifest(Path(data))["target"]
+        if target != student.teacher_latent:
+            raise ValueError(f"{data} holds teacher latents {target!r} but the student "
+                             f"generates {student.teacher_latent!r}: make data with "
+                             f"--target {student.teacher_latent} or change the config")
         utterances = read_data(Path(data))
         held = [u for i, u in enumerate(utterances) if i % VALIDATION_EVERY == 1]
         kept = [u for i, u in enumerate(utterances) if i % VALIDATION_EVERY != 1] or held

@@ -55,6 +55,9 @@ class StudentConfig:
     latent_channels: int = 192  # teacher z channels
     teacher: str = "en_US-joe-medium"
     teacher_noise: bool = False
+    # The teacher latent the student generates: "prior" (the prior's mean; the decoder
+    # runs the teacher's flow, then HiFi-GAN) or "z" (HiFi-GAN's input). teacher_data.py
+    teacher_latent: str = "prior"
     default_temperature: float = 1.0
     default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
     frames_after_eos: int = 0  # AR steps kept after the EOS step
@@ -66,6 +69,8 @@ class StudentConfig:
             raise ValueError("frames_per_step must be >= 1")
         if self.flow_lm.flow.type != "flow_matching":
             raise ValueError("the distilled student trains a flow_matching head only")
+        if self.teacher_latent not in ("prior", "z"):
+            raise ValueError(f"teacher_latent must be 'prior' or 'z', not {self.teacher_latent!r}")
 
     @property
     def latent_dim(self) -> int:
@@ -131,6 +136,9 @@ class LossWeights:
     guide: float = 0.5
     flow_samples: int = 4  # (t, noise) draws per target, the head is cheap
     zero_time_fraction: float = 0.25
+    # Gaussian noise (in normalized units) on the fed-back latents: the student must not
+    # lean on exact copies of its own past output, which drifts when it runs free.
+    input_noise: float = 0.2
     guide_layers: tuple[int, ...] = (1, 2)
     guide_heads: int = 2  # the first heads of each guided layer
 
@@ -190,6 +198,9 @@ def teacher_forcing(flow_lm: FlowLM, batch: Batch) -> tuple[torch.Tensor, torch.
 def student_losses(flow_lm: FlowLM, batch: Batch, weights: LossWeights,
                    generator: torch.Generator) -> dict[str, torch.Tensor]:
     """The losses of one teacher-forcing batch; "total" is what to minimize."""
+    if weights.input_noise:
+        noise = torch.randn(batch.latents_in.shape, generator=generator)
+        batch = batch._replace(latents_in=batch.latents_in + weights.input_noise * noise)
     handles, captured = _capture_attention(flow_lm, weights.guide_layers if weights.guide else ())
     try:
         hidden, eos_logits = teacher_forcing(flow_lm, batch)

@@ -2,11 +2,13 @@
 
     clause text ─► teacher's phonemizer ─► phoneme ids ─► prefill (paged KV)
     step: FlowLM + flow-matching head ─► one grouped latent (G teacher frames) + EOS logit
-    decode: grouped latents ─► denormalize, ungroup ─► teacher z [192, N * G]
+    decode: grouped latents ─► denormalize, ungroup ─► teacher latents [192, N * G]
+            ─► (teacher_latent "prior": the teacher's flow at noise 0) ─► z
             ─► teacher's HiFi-GAN in windows (history + lookahead, as PiperFamily)
 
-The engine counts latents in AR steps, so history and lookahead are whole steps (3 steps
-= 12 frames for G = 4, at least the 10 frames of context HiFi-GAN needs either side). Each
+The engine counts latents in AR steps, so history and lookahead are whole steps: HiFi-GAN
+reaches 10 frames either side, and the flow 32 more (a z frame depends on the prior
+within 32 frames), so 11 steps of 4 frames for a "prior" student, 3 for a "z" one. Each
 clause is its own utterance for the decoder (fresh state per clause), as in the teacher,
 whose every training utterance starts and ends in silence; the KV context still chains
 clauses unless the engine runs in pocket mode.
@@ -25,6 +27,7 @@ from torch import nn
 
 from polyvox.models.base import AudioFormat, ClausePlan, KVSpec
 from polyvox.models.layers.attention import ContiguousKV
+from polyvox.models.piper.front import FLOW_CONTEXT
 from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
 from polyvox.models.pocket.weights import random_init
 from polyvox.text.clauses import split_text
@@ -33,6 +36,7 @@ from polyvox.train.checkpoints import load_student
 from polyvox.train.student import DEFAULT_CONFIG, StudentConfig, build_student, load_config
 
 if TYPE_CHECKING:
+    from polyvox.models.piper.front import PiperFront
     from polyvox.models.piper.hifigan import HiFiGan
     from polyvox.models.piper.phonemes import Phonemizer
 
@@ -85,7 +89,11 @@ class StudentFamily(FlowLMStages):
     fade_in_samples = 0  # utterances start in silence, as the teacher's
 
     def __init__(self, config: StudentConfig, flow_lm: FlowLM, phonemizer: Phonemizer,
-                 hifigan: HiFiGan, is_random: bool = False) -> None:
+                 hifigan: HiFiGan, front: PiperFront | None = None,
+                 is_random: bool = False) -> None:
+        if config.teacher_latent == "prior" and front is None:
+            raise ValueError("a student of the teacher's prior needs the teacher's front "
+                             "(its flow) to decode")
         # NOTE: `student`, not `config`: polyvox bench reads `family.config` as a PocketConfig.
         self.student, self.flow_lm = config, flow_lm.eval()
         self.phonemizer, self.hifigan, self.is_random = phonemizer, hifigan, is_random
@@ -97,7 +105,9 @@ class StudentFamily(FlowLMStages):
         self.kv_shape = (backbone.num_layers, backbone.kv_heads, backbone.head_dim)
         self.kv_spec = KVSpec(*self.kv_shape, dtype=torch.float32)
         self.latent_dim = config.latent_dim
-        self.decoder_history = self.decoder_lookahead = math.ceil(DECODER_CONTEXT_FRAMES / group)
+        self.flow = front if config.teacher_latent == "prior" else None
+        context = DECODER_CONTEXT_FRAMES + (FLOW_CONTEXT if self.flow else 0)
+        self.decoder_history = self.decoder_lookahead = math.ceil(context / group)
 
     @property
     def sample_rate(self) -> int:
@@ -165,12 +175,17 @@ class StudentFamily(FlowLMStages):
         slot's past are prepended. Returns PCM [B, N * samples_per_frame] (new only)."""
         steps = latents.shape[1] if num_frames is None else num_frames
         group = self.frames_per_step
-        z = ungroup_frames(self.flow_lm.denormalize(latents), self.channels).transpose(1, 2)
+        frames = ungroup_frames(self.flow_lm.denormalize(latents), self.channels).transpose(1, 2)
         kept = state["history"].shape[2]
-        past = state["history"][:, :, kept - history * group:] if history else z[:, :, :0]
-        audio = self.hifigan(torch.cat([past, z], dim=2))  # [B, (h + N + L) * G * hop]
+        past = state["history"][:, :, kept - history * group:] if history else frames[:, :, :0]
+        window = torch.cat([past, frames], dim=2)  # [B, C, (h + N + L) * G]
+        if self.flow is not None:  # the teacher's prior -> z (ONNX, one row at a time)
+            window = torch.stack([self.flow.flow_from_prior(row) for row in window.float()])
+            window = window.to(frames.device)
+        audio = self.hifigan(window)  # [B, (h + N + L) * G * hop]
         hop = self.audio.samples_per_frame  # per step
-        state["history"] = torch.cat([state["history"], z[:, :, : steps * group]], 2)[:, :, -kept:]
+        state["history"] = torch.cat([state["history"], frames[:, :, : steps * group]],
+                                     2)[:, :, -kept:]
         return audio[:, history * hop: (history + steps) * hop]
 
     # --- one request, offline ------------------------------------------------------------
@@ -224,6 +239,7 @@ def load_student_family(config: str | Path = DEFAULT_CONFIG, weights: str | Path
                         seed: int = 0, device: str | torch.device = "cpu") -> StudentFamily:
     """The student with the teacher's phonemizer and HiFi-GAN. Without weights (none given,
     none named by the config) it gets seeded random weights: it runs, but speaks noise."""
+    from polyvox.models.piper.front import PiperFront
     from polyvox.models.piper.hifigan import HiFiGan
     from polyvox.models.piper.onnx_graph import load_vits_graph
     from polyvox.models.piper.phonemes import Phonemizer
@@ -239,7 +255,9 @@ def load_student_family(config: str | Path = DEFAULT_CONFIG, weights: str | Path
     else:
         student, flow_lm = load_student(config, weights)
     files = voice_files(None)
-    hifigan = HiFiGan.from_vits(load_vits_graph(str(files.onnx_path))).eval()
+    vits = load_vits_graph(str(files.onnx_path))
+    hifigan = HiFiGan.from_vits(vits).eval()
+    front = PiperFront(vits, num_threads=1) if student.teacher_latent == "prior" else None
     family = StudentFamily(student, flow_lm.to(device), Phonemizer(files.read_config()),
-                           hifigan.to(device), is_random=is_random)
+                           hifigan.to(device), front, is_random=is_random)
     return family

@@ -3,20 +3,27 @@
     python -m polyvox.train.teacher_data --out DIR --sentences N [--noise] [--seed S]
 
 For each sentence the teacher's phonemizer gives one id sequence per espeak sentence (an
-utterance); for each utterance the front gives per-id durations and the latent z
-[T, 192] at 86.13 frames/s. Utterances are written in shards of `shard_size` sentences:
+utterance); for each utterance the front gives per-id durations and the student's target
+latent [T, 192] at 86.13 frames/s, one of:
+
+- `prior` (default): the prior's mean m_p expanded to frames (one vector per phoneme id,
+  repeated for its duration). At noise 0 the teacher's flow maps it exactly to z, so the
+  student predicts m_p and its decoder runs the teacher's flow, then HiFi-GAN;
+- `z`: the flow's output, which HiFi-GAN decodes directly.
+
+Utterances are written in shards of `shard_size` sentences:
 
     DIR/manifest.json            settings (a resumed run must use the same ones)
     DIR/shard-00000.safetensors  ids, durations [sum N] int16 + id_offsets [U + 1];
-                                 z [sum T, 192] float16 + frame_offsets [U + 1];
+                                 latents [sum T, 192] float16 + frame_offsets [U + 1];
                                  source [U] (sentence index in the shard);
                                  metadata "texts": the shard's sentences (JSON)
 
 Resumable: shards are written whole (temporary file, then rename) and a rerun skips the
 shards already there. Each sentence's noise comes from its own generator seeded by
 (seed, sentence index), so a shard is the same whichever run writes it. The default is
-the noise-free teacher (noise scale and duration noise 0): z is then a function of the
-text, the easiest target for a small student (docs/distill.md says why).
+the noise-free teacher (noise scale and duration noise 0): the latents are then a function
+of the text, the easiest target for a small student (docs/distill.md says why).
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ import torch
 
 from polyvox.train.sentences import generate_sentences
 
+TARGETS = ("prior", "z")
+
 if TYPE_CHECKING:
     from polyvox.models.piper.model import PiperModel
 
@@ -46,10 +55,13 @@ class TeacherDataConfig:
     shard_size: int = 256
     noise: bool = False  # False: noise-free teacher; True: its default noise, seeded
     teacher: str = "en_US-joe-medium"
+    target: str = "prior"  # the latent stored: the prior's mean ("prior") or z ("z")
 
     def __post_init__(self) -> None:
         if self.num_sentences < 1 or self.shard_size < 1:
             raise ValueError("num_sentences and shard_size must be >= 1")
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
 
     @property
     def num_shards(self) -> int:
@@ -61,7 +73,7 @@ class Utterance(NamedTuple):
 
     ids: torch.Tensor  # [N] int64 phoneme ids (BOS PAD p PAD ... EOS)
     durations: torch.Tensor  # [N] int64 frames per id, summing to T
-    z: torch.Tensor  # [T, 192] float16 teacher latents
+    latents: torch.Tensor  # [T, 192] float16: the prior's mean or z, per the data's target
     text: str  # the sentence it came from
 
 
@@ -74,16 +86,20 @@ def sentence_generator(seed: int, index: int) -> torch.Generator:
 
 
 def teacher_utterances(teacher: PiperModel, text: str, noise: bool,
-                       generator: torch.Generator) -> list[Utterance]:
-    """Run the teacher over one sentence."""
+                       generator: torch.Generator, target: str = "prior") -> list[Utterance]:
+    """Run the teacher over one sentence; `target` picks the latent kept (TARGETS)."""
+    from polyvox.models.piper.front import Sentence
+
     scales = teacher.scales(1.0, noise)
     utterances = []
     for ids in teacher.sentence_ids(text):
-        out = teacher.latents(ids, scales, generator)
-        if int(out.durations.sum()) != out.latents.shape[1]:
+        (stage1,) = teacher.front.run_stage1([Sentence(ids, scales, generator)])
+        latents = (teacher.front.prior_mean(stage1) if target == "prior"
+                   else teacher.front.run_flow(stage1))  # [C, T]
+        if int(stage1.durations.sum()) != latents.shape[1]:
             raise RuntimeError(f"teacher durations do not sum to its frames for {text!r}")
-        utterances.append(Utterance(torch.tensor(ids), out.durations.long(),
-                                    out.latents.t().half().contiguous(), text))
+        utterances.append(Utterance(torch.tensor(ids), stage1.durations.long(),
+                                    latents.t().half().contiguous(), text))
     return utterances
 
 
@@ -91,12 +107,12 @@ def write_shard(path: Path, texts: list[str], utterances: list[list[Utterance]])
     """utterances[i] are the utterances of texts[i]. Written atomically."""
     flat = [(index, u) for index, group in enumerate(utterances) for u in group]
     id_lengths = torch.tensor([0] + [len(u.ids) for _, u in flat])
-    frame_lengths = torch.tensor([0] + [u.z.shape[0] for _, u in flat])
+    frame_lengths = torch.tensor([0] + [u.latents.shape[0] for _, u in flat])
     tensors = {
         "ids": torch.cat([u.ids for _, u in flat]).to(torch.int16),
         "durations": torch.cat([u.durations for _, u in flat]).to(torch.int16),
         "id_offsets": torch.cumsum(id_lengths, 0),
-        "z": torch.cat([u.z for _, u in flat]),
+        "latents": torch.cat([u.latents for _, u in flat]),
         "frame_offsets": torch.cumsum(frame_lengths, 0),
         "source": torch.tensor([index for index, _ in flat], dtype=torch.int32),
     }
@@ -110,10 +126,11 @@ def read_shard(path: Path) -> list[Utterance]:
         texts = json.loads(handle.metadata()["texts"])
         tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
     id_offsets, frame_offsets = tensors["id_offsets"].tolist(), tensors["frame_offsets"].tolist()
+    latents = tensors["latents"] if "latents" in tensors else tensors["z"]  # older shards
     return [
         Utterance(tensors["ids"][id_offsets[i]: id_offsets[i + 1]].long(),
                   tensors["durations"][id_offsets[i]: id_offsets[i + 1]].long(),
-                  tensors["z"][frame_offsets[i]: frame_offsets[i + 1]],
+                  latents[frame_offsets[i]: frame_offsets[i + 1]],
                   texts[int(tensors["source"][i])])
         for i in range(len(id_offsets) - 1)
     ]
@@ -128,12 +145,22 @@ def read_data(out: Path) -> list[Utterance]:
     return [u for shard in shards for u in read_shard(shard)]
 
 
+def read_manifest(out: Path) -> dict:
+    """A data directory's settings (`target` defaults to "z" for older data)."""
+    path = Path(out) / MANIFEST
+    if not path.exists():
+        raise FileNotFoundError(f"no {MANIFEST} in {out}: not a teacher data directory")
+    found = json.loads(path.read_text())
+    found.setdefault("target", "z")  # data written before targets existed
+    return found
+
+
 def _check_manifest(out: Path, config: TeacherDataConfig) -> None:
     path = out / MANIFEST
     wanted = asdict(config)
     if path.exists():
-        found = json.loads(path.read_text())
-        for key in ("seed", "shard_size", "noise", "teacher"):
+        found = read_manifest(out)
+        for key in ("seed", "shard_size", "noise", "teacher", "target"):
             if found.get(key) != wanted[key]:
                 raise ValueError(f"{out} holds data made with {key}={found.get(key)!r}, not "
                                  f"{wanted[key]!r}: use another --out or the same settings")
@@ -160,11 +187,12 @@ def generate(out: Path, config: TeacherDataConfig, teacher: PiperModel | None = 
         first = shard * config.shard_size
         texts = sentences[first: first + config.shard_size]
         groups = [teacher_utterances(teacher, text, config.noise,
-                                     sentence_generator(config.seed, first + offset))
+                                     sentence_generator(config.seed, first + offset),
+                                     config.target)
                   for offset, text in enumerate(texts)]
         write_shard(path, texts, groups)
         if log:
-            frames = sum(u.z.shape[0] for group in groups for u in group)
+            frames = sum(u.latents.shape[0] for group in groups for u in group)
             seconds = frames * teacher.hifigan.hop_length / teacher.sample_rate
             print(f"{path.name}: {len(texts)} sentences, {seconds:.0f} s of audio in "
                   f"{time.monotonic() - start:.1f} s", flush=True)
@@ -180,10 +208,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shard-size", type=int, default=256)
     parser.add_argument("--noise", action="store_true",
                         help="the teacher's default noise (seeded) instead of none")
+    parser.add_argument("--target", choices=TARGETS, default="prior",
+                        help="the latent stored: the prior's mean (the student's decoder runs "
+                             "the teacher's flow) or z (HiFi-GAN's input)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    config = TeacherDataConfig(args.sentences, args.seed, args.shard_size, args.noise)
+    config = TeacherDataConfig(args.sentences, args.seed, args.shard_size, args.noise,
+                               target=args.target)
     generate(args.out, config)
 
 

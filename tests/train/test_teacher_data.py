@@ -27,6 +27,8 @@ def test_sentences_are_seeded_prefix_stable_and_never_held_out() -> None:
 
 
 def test_round_trip_equals_the_teacher(teacher, teacher_data: Path) -> None:
+    from polyvox.models.piper.front import Sentence
+
     utterances = read_data(teacher_data)
     texts = list(generate_sentences(3, seed=0))
     assert sorted({u.text for u in utterances}) == sorted(texts)
@@ -36,15 +38,63 @@ def test_round_trip_equals_the_teacher(teacher, teacher_data: Path) -> None:
         generator = sentence_generator(0, number)
         for ids in teacher.sentence_ids(text):
             stored = utterances[index]
-            expected = teacher.latents(ids, scales, generator)
+            (stage1,) = teacher.front.run_stage1([Sentence(ids, scales, generator)])
             assert stored.ids.tolist() == ids
-            assert torch.equal(stored.durations, expected.durations)
-            assert int(stored.durations.sum()) == stored.z.shape[0]
-            assert stored.z.dtype == torch.float16 and stored.z.shape[1] == 192
-            torch.testing.assert_close(stored.z.float(), expected.latents.t(),
+            assert torch.equal(stored.durations, stage1.durations)
+            assert int(stored.durations.sum()) == stored.latents.shape[0]
+            assert stored.latents.dtype == torch.float16 and stored.latents.shape[1] == 192
+            torch.testing.assert_close(stored.latents.float(), teacher.front.prior_mean(stage1).t(),
                                        atol=2e-2, rtol=1e-3)  # float16 storage
             index += 1
     assert index == len(utterances)
+
+
+def test_the_prior_is_one_vector_per_id_and_the_flow_maps_it_to_the_teachers_z(
+        teacher, teacher_data: Path) -> None:
+    scales = teacher.scales(1.0, noise=False)
+    text = next(iter(generate_sentences(1, seed=0)))
+    ids = teacher.sentence_ids(text)[0]
+    stored = read_data(teacher_data)[0]
+    assert stored.ids.tolist() == ids
+    # piecewise constant: frames of one id are equal, neighbouring ids differ
+    frames = stored.latents.float()
+    starts = torch.cumsum(stored.durations, 0) - stored.durations
+    for start, length in zip(starts.tolist(), stored.durations.tolist()):
+        assert torch.equal(frames[start: start + length],
+                           frames[start].expand(length, -1))
+    changes = (frames[1:] != frames[:-1]).any(dim=1).sum()
+    assert changes == (stored.durations > 0).sum() - 1
+    # the noise-free flow over the (float32) prior gives the teacher's z exactly
+    teacher_z = teacher.latents(ids, scales, sentence_generator(0, 0)).latents
+    from polyvox.models.piper.front import Sentence
+
+    (stage1,) = teacher.front.run_stage1([Sentence(ids, scales, sentence_generator(0, 0))])
+    z = teacher.front.flow_from_prior(teacher.front.prior_mean(stage1))
+    torch.testing.assert_close(z, teacher_z, atol=1e-5, rtol=0)
+    # and over the float16 prior, to float16 rounding
+    z16 = teacher.front.flow_from_prior(frames.t())
+    assert (z16 - teacher_z).abs().mean() < 2e-2 * teacher_z.abs().mean()
+    # a window equals the sentence's z once FLOW_CONTEXT frames in from a cut edge
+    from polyvox.models.piper.front import FLOW_CONTEXT
+
+    prior = teacher.front.prior_mean(stage1)
+    cut = teacher.front.flow_from_prior(prior[:, 10:])
+    torch.testing.assert_close(cut[:, FLOW_CONTEXT:], teacher_z[:, 10 + FLOW_CONTEXT:],
+                               atol=1e-4, rtol=0)
+    assert (cut[:, :4] - teacher_z[:, 10:14]).abs().max() > 1e-2
+
+
+def test_z_target_stores_the_flow_output(teacher, tmp_path: Path) -> None:
+    generate(tmp_path, TeacherDataConfig(num_sentences=1, target="z"), teacher, log=False)
+    stored = read_data(tmp_path)[0]
+    text = next(iter(generate_sentences(1, seed=0)))
+    ids = teacher.sentence_ids(text)[0]
+    expected = teacher.latents(ids, teacher.scales(1.0, noise=False), sentence_generator(0, 0))
+    torch.testing.assert_close(stored.latents.float(), expected.latents.t(), atol=2e-2, rtol=1e-3)
+    with pytest.raises(ValueError, match="target"):
+        generate(tmp_path, TeacherDataConfig(num_sentences=1), teacher, log=False)
+    with pytest.raises(ValueError, match="target"):
+        TeacherDataConfig(num_sentences=1, target="mel")
 
 
 def test_rerun_skips_written_shards_and_refuses_other_settings(teacher,
@@ -69,4 +119,4 @@ def test_a_missing_shard_is_rewritten_identically(teacher, teacher_data: Path,
     rewritten, original = read_data(copy), read_data(teacher_data)
     assert len(rewritten) == len(original)
     for a, b in zip(rewritten, original):
-        assert torch.equal(a.z, b.z) and torch.equal(a.ids, b.ids)
+        assert torch.equal(a.latents, b.latents) and torch.equal(a.ids, b.ids)

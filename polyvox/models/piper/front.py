@@ -130,6 +130,7 @@ class PiperFront:
         self._template = vits.latent_noise_template
         # Stage 2's inputs with one column per frame (the scalar noise scale has none).
         self._per_frame = {self._template, *self._cut, LATENT_NOISE}
+        self._probe: Stage1Output | None = None
 
     def __call__(
         self,
@@ -195,6 +196,48 @@ class PiperFront:
                     for name, value in feed.items()}
         (z,) = self._stage2.run(None, feed)  # [1, C, last - first]
         return torch.from_numpy(z[0, :, start - first: stop - first]).float()
+
+    def prior_mean(self, sentence: Stage1Output) -> torch.Tensor:
+        """The prior's mean m_p expanded to frames, [C, T_frames] float32: one vector per
+        phoneme id, repeated for its duration. At noise scale 0 the flow maps exactly this
+        to z (`flow_from_prior`)."""
+        return torch.from_numpy(sentence.feed[self._template][0]).float()
+
+    def flow_from_prior(self, prior: torch.Tensor) -> torch.Tensor:
+        """The noise-free flow: frames of the prior's mean [C, T] -> z [C, T] float32.
+
+        Stage 2 adds noise x exp(log-variance) x noise scale to its prior input before the
+        flow; with the noise scale at 0 only the mean and the mask matter, so the other
+        per-frame inputs are fed as ones. Edges are zero-padded as for a whole sentence:
+        a window equals the sentence's z only `FLOW_CONTEXT` frames in from a cut edge.
+        """
+        if prior.dim() != 2 or prior.shape[1] == 0:
+            raise ValueError(f"prior must be [C, T] with T >= 1, got {tuple(prior.shape)}.")
+        frames = prior.shape[1]
+        probe = self._noise_free_probe()
+        feed = {name: probe.feed[name] for name in self._direct}
+        feed[self._template] = prior[None].float().cpu().numpy()
+        feed[LATENT_NOISE] = np.zeros((1, *prior.shape), dtype=np.float32)
+        for name in self._cut:
+            value = probe.feed[name]
+            feed[name] = (value if value.ndim == 0  # the noise scale, 0 in the probe
+                          else np.ones((*value.shape[:-1], frames), dtype=value.dtype))
+        (z,) = self._stage2.run(None, feed)
+        return torch.from_numpy(z[0]).float()
+
+    def _noise_free_probe(self) -> Stage1Output:
+        """Stage 1 of a three-id sentence at noise 0: stage 2's inputs other than the prior
+        mean, in shape and (for scalars) value, for `flow_from_prior`."""
+        if self._probe is None:
+            generator = torch.Generator().manual_seed(0)
+            (self._probe,) = self.run_stage1([Sentence([1, 0, 2], Scales(0.0, 1.0, 0.0),
+                                                        generator)])
+            noise_scales = [v for n, v in self._probe.feed.items()
+                            if n in self._cut and v.ndim == 0]
+            if len(noise_scales) != 1 or float(noise_scales[0]) != 0.0:
+                raise GraphSurgeryError("Stage 2 has no single scalar noise-scale input; "
+                                        "flow_from_prior cannot feed it.")
+        return self._probe
 
     def _run_stage1_batch(self, sentences: list[Sentence]) -> list[Stage1Output]:
         """Sentences with equal scales and distinct generators: one stage-1 call."""
