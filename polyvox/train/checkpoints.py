@@ -44,11 +44,20 @@ def load_checkpoint(out: Path) -> dict[str, Any] | None:
     return state
 
 
-def export_student(flow_lm: FlowLM, config: StudentConfig, out: Path) -> tuple[Path, Path]:
-    """Write `model.safetensors` (flow_lm.* keys) and `config.yaml` under `out`."""
+def export_student(flow_lm: FlowLM, config: StudentConfig, out: Path,
+                   matrices: torch.dtype | None = None) -> tuple[Path, Path]:
+    """Write `model.safetensors` (flow_lm.* keys) and `config.yaml` under `out`.
+
+    `matrices=torch.float16` stores the weight matrices (2-D and up) in half precision,
+    halving the file; vectors (norms, biases, latent statistics) stay float32. Loading
+    converts back to the model's dtype."""
     out.mkdir(parents=True, exist_ok=True)
-    tensors = {PREFIX + name: tensor.detach().contiguous().clone()
-               for name, tensor in flow_lm.state_dict().items()}
+    tensors = {}
+    for name, tensor in flow_lm.state_dict().items():
+        tensor = tensor.detach().contiguous().clone()
+        if matrices is not None and tensor.dim() >= 2 and tensor.is_floating_point():
+            tensor = tensor.to(matrices)
+        tensors[PREFIX + name] = tensor
     weights = out / WEIGHTS
     safetensors.torch.save_file(tensors, str(weights), metadata={"model": config.name})
     data = config_to_dict(config)
@@ -56,6 +65,18 @@ def export_student(flow_lm: FlowLM, config: StudentConfig, out: Path) -> tuple[P
     config_path = out / CONFIG
     config_path.write_text(yaml.safe_dump(data, sort_keys=False))
     return weights, config_path
+
+
+def read_student_weights(flow_lm: FlowLM, weights: str | Path) -> None:
+    """Load an export's flow_lm.* tensors into `flow_lm`, strictly (names the first
+    missing, unexpected or misshapen key)."""
+    tensors = safetensors.torch.load_file(str(weights))
+    unprefixed = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()
+                  if name.startswith(PREFIX)}
+    if len(unprefixed) != len(tensors):
+        extra = sorted(set(tensors) - {PREFIX + name for name in unprefixed})
+        raise ValueError(f"{weights}: keys outside flow_lm.* ({extra[0]!r}): not a student export")
+    load_strict(flow_lm, unprefixed, str(weights))
 
 
 def load_student(config_path: str | Path, weights: str | Path | None = None) -> tuple[StudentConfig, FlowLM]:
@@ -69,11 +90,5 @@ def load_student(config_path: str | Path, weights: str | Path | None = None) -> 
                                     "were given: train them with python -m polyvox.train.distill")
         weights = config_path.parent / config.weights_path
     flow_lm = build_student(config)
-    tensors = safetensors.torch.load_file(str(weights))
-    unprefixed = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()
-                  if name.startswith(PREFIX)}
-    if len(unprefixed) != len(tensors):
-        extra = sorted(set(tensors) - {PREFIX + name for name in unprefixed})
-        raise ValueError(f"{weights}: keys outside flow_lm.* ({extra[0]!r}): not a student export")
-    load_strict(flow_lm, unprefixed, str(weights))
+    read_student_weights(flow_lm, weights)
     return config, flow_lm.eval()

@@ -24,7 +24,12 @@ from typing import NamedTuple
 import torch
 
 from polyvox.train.batches import Example, LatentStats, make_batch, make_examples, plan_batches
-from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
+from polyvox.train.checkpoints import (
+    export_student,
+    load_checkpoint,
+    read_student_weights,
+    save_checkpoint,
+)
 from polyvox.train.student import (
     DEFAULT_CONFIG,
     Batch,
@@ -79,7 +84,9 @@ class Distiller:
     """The student, its optimizer and data; `train()` runs to `config.steps`."""
 
     def __init__(self, student: StudentConfig, config: TrainConfig, data: Path, out: Path,
-                 log: bool = True) -> None:
+                 log: bool = True, init: Path | None = None) -> None:
+        """`init`: an exported student to start from when `out` has no checkpoint yet
+        (its weights and latent statistics; the optimizer starts fresh)."""
         self.student, self.config, self.out, self.log = student, config, Path(out), log
         self.out.mkdir(parents=True, exist_ok=True)
         target = read_manifest(Path(data))["target"]
@@ -100,7 +107,9 @@ class Distiller:
         self.step = 0
         self._plans: list[list[list[Item]]] = []
         state = load_checkpoint(self.out)
-        if state is None:
+        if state is None and init is not None:
+            read_student_weights(self.model, init)
+        elif state is None:
             stats = LatentStats.of(kept, student.frames_per_step)
             self.model.emb_mean.copy_(stats.mean)
             self.model.emb_std.copy_(stats.std)
@@ -227,13 +236,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-positions", type=int, default=TrainConfig.batch_positions)
     parser.add_argument("--checkpoint-every", type=int, default=TrainConfig.checkpoint_every)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init", type=Path, help="start from this exported student "
+                        "(model.safetensors) when --out has no checkpoint yet")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = TrainConfig(steps=args.steps, learning_rate=args.lr, warmup_steps=args.warmup,
                          batch_positions=args.batch_positions,
                          checkpoint_every=args.checkpoint_every, seed=args.seed)
-    Distiller(load_config(args.config), config, args.data, args.out).train()
+    Distiller(load_config(args.config), config, args.data, args.out, init=args.init).train()
 
 
 if __name__ == "__main__":

@@ -93,3 +93,35 @@ def test_export_loads_strictly(tiny_config, tmp_path: Path) -> None:
     del unprefixed["out_eos.bias"]
     with pytest.raises(WeightsError, match="out_eos.bias"):
         load_strict(build_student(tiny_config), unprefixed, "export")
+
+
+def test_half_export_halves_the_matrices_and_loads_back_close(tiny_config, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = build_student(tiny_config)
+    model.emb_std.fill_(3.0)
+    full, _ = export_student(model, tiny_config, tmp_path / "full")
+    half, config_path = export_student(model, tiny_config, tmp_path / "half",
+                                       matrices=torch.float16)
+    assert half.stat().st_size < 0.6 * full.stat().st_size
+    stored = safetensors.torch.load_file(str(half))
+    assert stored["flow_lm.emb_std"].dtype == torch.float32  # vectors stay exact
+    assert stored["flow_lm.out_eos.weight"].dtype == torch.float16
+    _, loaded = load_student(config_path)
+    for name, value in model.state_dict().items():
+        got = loaded.state_dict()[name]
+        assert got.dtype == value.dtype, name
+        torch.testing.assert_close(got, value, atol=1e-3, rtol=1e-3)
+
+
+def test_init_starts_from_an_export_and_trains_on(tiny_config, teacher_data: Path,
+                                                  tmp_path: Path) -> None:
+    first = Distiller(tiny_config, _config(3), teacher_data, tmp_path / "a", log=False)
+    first.train()
+    weights = tmp_path / "a" / WEIGHTS
+    second = Distiller(tiny_config, _config(2), teacher_data, tmp_path / "b", log=False,
+                       init=weights)
+    for name, value in first.model.state_dict().items():
+        assert torch.equal(second.model.state_dict()[name], value), name
+    assert second.step == 0
+    second.train()
+    assert second.step == 2
