@@ -79,7 +79,8 @@ def read_student_weights(flow_lm: FlowLM, weights: str | Path) -> None:
     load_strict(flow_lm, unprefixed, str(weights))
 
 
-def load_student(config_path: str | Path, weights: str | Path | None = None) -> tuple[StudentConfig, FlowLM]:
+def load_student(config_path: str | Path,
+                 weights: str | Path | None = None) -> tuple[StudentConfig, FlowLM]:
     """A config file and its weights (its `weights_path`, relative to the file, unless
     `weights` is given) -> the student, strictly loaded, in eval mode."""
     config_path = Path(config_path)
