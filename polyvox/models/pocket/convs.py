@@ -13,6 +13,7 @@ Parameter names follow pocket-tts' checkpoint layout (`conv.weight`, `convtr.wei
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 DecoderState = dict[str, torch.Tensor]
@@ -58,8 +59,15 @@ class StreamingConv1d(nn.Module):
 
 
 class StreamingConvTranspose1d(nn.Module):
-    """ConvTranspose1d whose overlapping tail (kernel - stride samples) is held back and
-    added to the next call's head: state `<name>.tail` [C_out, kernel - stride]."""
+    """ConvTranspose1d streamed in polyphase form. With kernel <= 2 * stride, output block t
+    (`stride` samples) depends only on input frames t and t - 1:
+
+        y[t * S + s] = W[:, s] . x[t] + W[:, S + s] . x[t - 1]   (kernel zero-padded to 2S)
+
+    so one convolution of kernel 2 over [x[t - 1], x[t]] into C_out * S channels gives
+    every block at once (a GEMM, no overlap-add of per-frame outputs: ~2x faster in
+    float32, ~4x in bfloat16 on CPU than scattering kernel-wide contributions). The
+    state is the last input frame: `<name>.prev` [C_in, 1]."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int,
                  groups: int = 1, bias: bool = True) -> None:
@@ -68,49 +76,43 @@ class StreamingConvTranspose1d(nn.Module):
             raise ValueError("streaming transposed conv needs kernel_size <= 2 * stride")
         self.convtr = nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride,
                                          groups=groups, bias=bias)
-        self.overlap = kernel_size - stride
         self.stride = stride
         self.name = ""
 
     def state_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {f"{self.name}.tail": (self.convtr.out_channels, self.overlap)}
+        return {f"{self.name}.prev": (self.convtr.in_channels, 1)}
 
     def forward(self, x: torch.Tensor, state: DecoderState | None) -> torch.Tensor:
         # x [B, C_in, T] -> [B, C_out, T * stride]
-        key = f"{self.name}.tail"
-        stride, batch, steps = self.stride, x.shape[0], x.shape[2]
-        contributions = self._per_frame(x)  # [B, T, C_out, 2 * stride]
-        head, tail = contributions[..., :stride], contributions[..., stride:]
-        # Frame t's output = its own head + the previous frame's tail (overlap-add).
-        previous = tail.new_zeros(batch, 1, *tail.shape[2:])
-        if state is not None:
-            previous[:, 0, :, : self.overlap] = state[key]
-        y = head + torch.cat([previous, tail[:, :-1]], dim=1)
-        if state is not None:
-            state[key] = tail[:, -1, :, : self.overlap].contiguous()
-        y = y.permute(0, 2, 1, 3).reshape(batch, -1, steps * stride)
+        key = f"{self.name}.prev"
+        stride, (batch, channels, steps) = self.stride, x.shape
+        if state is None:
+            previous = x.new_zeros(batch, channels, 1)
+        else:
+            previous = state[key].to(x.dtype)
+            state[key] = x[..., -1:].clone()
+        extended = torch.cat([previous, x], dim=-1)  # [B, C_in, T + 1]: x[t - 1] at t
+        # NOTE: the weight may be stored in a lower precision (layers/precision.py): the
+        # products run in its dtype, the result comes back in the input's.
+        weight = self.convtr.weight  # [C_in, C_out / groups, K]
+        if weight.shape[-1] < 2 * stride:
+            weight = torch.nn.functional.pad(weight, (0, 2 * stride - weight.shape[-1]))
+        head, tail = weight[..., :stride], weight[..., stride:]  # taps for x[t], x[t - 1]
+        groups, out_channels = self.convtr.groups, self.convtr.out_channels
+        if groups == 1:
+            kernel = torch.stack([tail, head], dim=-1)  # [C_in, C_out, S, 2]
+            kernel = kernel.permute(1, 2, 0, 3).reshape(out_channels * stride, channels, 2)
+            y = F.conv1d(extended.to(kernel.dtype), kernel).to(x.dtype)  # [B, C_out * S, T]
+            y = y.view(batch, out_channels, stride, steps).transpose(2, 3)
+        elif groups == channels == out_channels:  # depthwise: memory-bound
+            y = (x[..., None] * head[:, 0, None].to(x.dtype)
+                 + extended[..., :-1, None] * tail[:, 0, None].to(x.dtype))  # [B, C, T, S]
+        else:
+            raise NotImplementedError("grouped transposed convs other than depthwise")
+        y = y.reshape(batch, out_channels, steps * stride)
         if self.convtr.bias is not None:
             y = y + self.convtr.bias[:, None].to(y.dtype)
         return y
-
-    def _per_frame(self, x: torch.Tensor) -> torch.Tensor:
-        """What each input frame adds to the output: [B, T, C_out, 2 * stride] (the kernel,
-        zero-padded to twice the stride). A GEMM (or a broadcast product for depthwise)
-        instead of a transposed conv: much faster on CPU."""
-        weight = self.convtr.weight  # [C_in, C_out / groups, K]
-        kernel = weight.shape[-1]
-        if kernel < 2 * self.stride:
-            weight = torch.nn.functional.pad(weight, (0, 2 * self.stride - kernel))
-        groups = self.convtr.groups
-        if groups == 1:
-            # NOTE: the weight may be stored in a lower precision (layers/precision.py):
-            # the GEMM runs in its dtype, the result comes back in the input's.
-            columns = weight.reshape(weight.shape[0], -1)  # [C_in, C_out * 2S]
-            out = (x.transpose(1, 2).to(columns.dtype) @ columns).to(x.dtype)  # [B, T, C_out*2S]
-            return out.view(x.shape[0], x.shape[2], weight.shape[1], -1)
-        if groups == weight.shape[0] and weight.shape[1] == 1:  # depthwise: memory-bound
-            return (x.transpose(1, 2)[..., None] * weight[:, 0].to(x.dtype))  # [B, T, C, 2S]
-        raise NotImplementedError("grouped transposed convs other than depthwise")
 
 
 def name_streaming_modules(root: nn.Module) -> None:
