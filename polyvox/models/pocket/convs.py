@@ -51,7 +51,7 @@ class StreamingConv1d(nn.Module):
             else:
                 previous = x.new_zeros(x.shape[0], x.shape[1], self.history)
         else:
-            previous = state[f"{self.name}.prev"]
+            previous = state[f"{self.name}.prev"].to(x.dtype)
         x = torch.cat([previous, x], dim=-1)
         if state is not None:
             state[f"{self.name}.prev"] = x[..., -self.history:]

@@ -213,7 +213,12 @@ class Mimi(nn.Module):
         x = self.quantizer.output_proj(latents.transpose(1, 2))
         x = self.upsample.convtr(x, state)
         x = self.decoder_transformer(x, state, "decoder_transformer.")
-        return self.decoder(x, state)[:, 0]
+        # NOTE: SEANet's activations take its weights' dtype: with bfloat16 weights
+        # (--precision bfloat16) its convs, ELUs and residual adds all run in bfloat16,
+        # which halves the bytes they move (most of its time on CPU) and drops the casts
+        # around every conv. Float32 weights: unchanged. Audio comes back in float32.
+        dtype = self.decoder.model[0].conv.weight.dtype
+        return self.decoder(x.to(dtype), state)[:, 0].float()
 
     # --- encoding (offline, voice prompts) ------------------------------------------------
 
