@@ -13,7 +13,10 @@ timings (`StageCosts`). Prefills beyond the first and decoder chunks that do not
 a step, except chunks for listeners who would run dry before the next step ends. Chunks
 start small (time to first audio) and grow while a listener's buffer allows (bigger chunks
 cost less per frame); under overload (a stream already behind) nobody is protected and
-chunks are the largest. A non-autoregressive family may start a request's first clause in
+chunks are the largest. Autoregressive streams with time to spare decode on a shared tick
+(every `chunk_frames` AR steps, batched mode): each AR step gives every stream one frame,
+so on the tick they all hold a full chunk and decode in one batch, instead of one call per
+stream as each reaches a chunk at its own phase (a decoder call has a large fixed cost). A non-autoregressive family may start a request's first clause in
 pieces (the first chunk's frames only); the rest of the clause is planned like a decoder
 chunk: first when its listener would run dry soon, else once no request awaits first audio.
 
@@ -83,6 +86,7 @@ class Scheduler:
         self.starting = False  # this step: an admitted request awaits its first audio
         self.overloaded = False  # this step: a listener with frames to decode is behind
         self._committed = 0.0  # seconds of this step already given to urgent work
+        self._ar_steps = 0  # AR steps planned so far: the decode tick's clock
 
     # --- planning ------------------------------------------------------------------------
 
@@ -108,7 +112,9 @@ class Scheduler:
         prefills = self._plan_prefills([r for r in candidates if r.wants_prefill])
         generating = [r for r in candidates if r.is_generating and r not in
                       [item.request for item in prefills]]
-        return Plan(prefills, self._plan_steps(generating, prefills))
+        steps = self._plan_steps(generating, prefills)
+        self._ar_steps += bool(steps)
+        return Plan(prefills, steps)
 
     def _continuation_cost(self, request: Request) -> float:
         partial = request.partial
@@ -176,6 +182,9 @@ class Scheduler:
             if self.starting and slack is not None and slack > self.config.defer_slack_seconds:
                 continue
             size = self._chunk_size(slack, pending - lookahead)
+            waits = self._waits_for_tick(slack)
+            if waits is None:  # on the tick: what is ready, so the stream joins the phase
+                size = min(size, max(1, pending - lookahead))
             history = min(max_history, request.clause_frames_decoded)
             if request.clause_ends:  # a finished clause: no more frames will come for it
                 until_end = request.clause_ends[0] - request.frames_decoded
@@ -188,9 +197,26 @@ class Scheduler:
                     items.append(DecodeItem(request, frames, min(lookahead, until_end - frames),
                                             history))
                     continue
-            if pending >= size + lookahead:
+            if pending >= size + lookahead and not waits:
                 items.append(DecodeItem(request, size, lookahead, history))
         return self._within_deadline(items, now, rate)
+
+    def _waits_for_tick(self, slack: float | None) -> bool | None:
+        """Whether a stream's regular chunk waits for the decode tick (module docstring):
+        True off the tick if its listener has buffered more than the wait costs, None on
+        the tick (decode what is ready), False when the tick does not apply (first
+        chunks, listeners with little buffered, overload, non-AR families, other modes)."""
+        period = self.config.chunk_frames or 1
+        if (slack is None or self.overloaded or period == 1 or self.config.schedule != "batched"
+                or not self.family.is_autoregressive):
+            return False
+        to_tick = -self._ar_steps % period
+        if to_tick == 0:
+            return None
+        # NOTE: the chunk comes at most `to_tick` steps later; a step lasts about a frame
+        # when the engine keeps up (less when it is ahead).
+        step_seconds = max(1.0 / self.family.audio.frame_rate, self.costs.step)
+        return slack > (to_tick + 1) * step_seconds + self.config.delivery_margin_seconds
 
     def _within_deadline(self, items: list[DecodeItem], now: float,
                          rate: int) -> list[DecodeItem]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 from conftest import TEXTS, make_engine, params, rel_error
@@ -85,3 +87,64 @@ def test_voice_blocks_are_stored_once(model, voice) -> None:
     assert engine.blocks.num_used == used_before + own
     run_to_completion(engine)
     assert engine.is_idle()
+
+
+def _staggered_decoder_calls(model, buffered: bool, monkeypatch) -> tuple[list[int], dict]:
+    """Four streams joining one AR step apart (each at its own chunk phase): the batch
+    sizes of the decoder calls over 16 steps of steady state, and everyone's audio.
+    Listeners have 100 s buffered, or 0.1 s (nothing to spare for waiting)."""
+    calls: list[int] = []
+    decode = model.decode
+
+    def counting(latents, state, *args, **kwargs):
+        calls.append(int(latents.shape[0]))
+        return decode(latents, state, *args, **kwargs)
+
+    monkeypatch.setattr(model, "decode", counting, raising=False)
+    engine = make_engine(model, first_audio_step_seconds=1e9, max_step_seconds=1e9)
+    audio: dict[str, list[torch.Tensor]] = {}
+    text = TEXTS[6] + " " + TEXTS[3]
+
+    def step() -> None:
+        now, rate = time.monotonic(), model.audio.sample_rate
+        for request in engine.requests.values():
+            if request.first_audio_time is not None:  # set the listener's buffer
+                spare = 100.0 if buffered else 0.1
+                request.first_audio_time = now - request.audio_seconds(rate) + spare
+        for chunk in engine.step():
+            audio.setdefault(chunk.request_id, []).append(chunk.samples)
+
+    for i in range(4):
+        engine.add_request(text, "default", params(i, eos_threshold=float("inf")),
+                           request_id=f"r{i}")
+        step()
+    for _ in range(20):
+        step()
+    calls.clear()
+    for _ in range(16):
+        step()
+    window = list(calls)
+    monkeypatch.undo()
+    for request in engine.requests.values():
+        request.first_audio_time = time.monotonic()  # back to an honest clock
+    for rid, samples in run_to_completion(engine).items():
+        audio.setdefault(rid, []).append(samples)
+    return window, {rid: torch.cat(parts) for rid, parts in audio.items()}
+
+
+def test_streams_with_time_to_spare_decode_together_on_the_tick(model, monkeypatch) -> None:
+    together, audio = _staggered_decoder_calls(model, True, monkeypatch)
+    # one call per tick (every 4 AR steps) with all four streams
+    assert together == [4, 4, 4, 4], together
+    apart, audio_apart = _staggered_decoder_calls(model, False, monkeypatch)
+    # listeners with little buffered never wait for the tick: frames are decoded as they
+    # come (a call nearly every step)
+    assert len(apart) >= 12, apart
+    text = TEXTS[6] + " " + TEXTS[3]
+    for i in range(4):
+        alone = make_engine(model)
+        alone.add_request(text, "default", params(i, eos_threshold=float("inf")),
+                          request_id="x")
+        expected = run_to_completion(alone)["x"]
+        assert rel_error(audio[f"r{i}"], expected) <= 1e-4
+        assert rel_error(audio_apart[f"r{i}"], expected) <= 1e-4
