@@ -16,9 +16,10 @@ cost less per frame); under overload (a stream already behind) nobody is protect
 chunks are the largest. Autoregressive streams with time to spare decode on a shared tick
 (every `chunk_frames` AR steps, batched mode): each AR step gives every stream one frame,
 so on the tick they all hold a full chunk and decode in one batch, instead of one call per
-stream as each reaches a chunk at its own phase (a decoder call has a large fixed cost). A non-autoregressive family may start a request's first clause in
-pieces (the first chunk's frames only); the rest of the clause is planned like a decoder
-chunk: first when its listener would run dry soon, else once no request awaits first audio.
+stream as each reaches a chunk at its own phase (a decoder call has a large fixed cost).
+A non-autoregressive family may start a request's first clause in pieces (the first
+chunk's frames only); the rest of the clause is planned like a decoder chunk: first when
+its listener would run dry soon, else once no request awaits first audio.
 
 Memory: KV blocks are reserved before work runs (`can_allocate` then `allocate`). When a
 running stream cannot grow, the newest running stream is preempted: its own KV blocks are
