@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from polyvox.asr.intelligibility import transcribe_all
 from polyvox.asr.sentences import SENTENCES
 from polyvox.asr.wer import CorpusErrors, corpus_errors
 from polyvox.train.student import DEFAULT_CONFIG
@@ -40,7 +41,7 @@ class VoiceResult:
 
 def judge(synthesize, sample_rate: int, transcriber, sentences: Sequence[str]) -> VoiceResult:
     clips = [synthesize(text) for text in sentences]
-    transcripts = [transcriber.transcribe(clip, sample_rate) for clip in clips]
+    transcripts = transcribe_all(transcriber, clips, sample_rate)
     return VoiceResult(transcripts, corpus_errors(sentences, transcripts),
                        [len(clip) / sample_rate for clip in clips])
 

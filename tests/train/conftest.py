@@ -58,3 +58,11 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def data_copy(teacher_data: Path, tmp_path: Path) -> Path:
+    """A private copy of the teacher data (for tests that change or delete files)."""
+    import shutil
+
+    return Path(shutil.copytree(teacher_data, tmp_path / "data"))

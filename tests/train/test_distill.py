@@ -61,14 +61,11 @@ def test_resume_refuses_another_student(tiny_config, teacher_data: Path, tmp_pat
         Distiller(other, _config(2), teacher_data, tmp_path, log=False)
 
 
-def test_data_of_another_teacher_latent_is_refused(tiny_config, teacher_data: Path,
+def test_data_of_another_teacher_latent_is_refused(tiny_config, data_copy: Path,
                                                    tmp_path: Path) -> None:
     import json
 
-    copy = tmp_path / "data"
-    copy.mkdir()
-    for path in teacher_data.iterdir():
-        (copy / path.name).write_bytes(path.read_bytes())
+    copy = data_copy
     manifest = json.loads((copy / "manifest.json").read_text())
     (copy / "manifest.json").write_text(json.dumps(manifest | {"target": "z"}))
     with pytest.raises(ValueError, match="--target prior"):

@@ -109,11 +109,8 @@ def test_rerun_skips_written_shards_and_refuses_other_settings(teacher,
 
 
 def test_a_missing_shard_is_rewritten_identically(teacher, teacher_data: Path,
-                                                  tmp_path: Path) -> None:
-    copy = tmp_path / "data"
-    copy.mkdir()
-    for path in teacher_data.iterdir():
-        (copy / path.name).write_bytes(path.read_bytes())
+                                                  data_copy: Path) -> None:
+    copy = data_copy
     shard_path(copy, 1).unlink()
     generate(copy, TeacherDataConfig(num_sentences=3, shard_size=2), teacher, log=False)
     rewritten, original = read_data(copy), read_data(teacher_data)

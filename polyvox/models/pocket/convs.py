@@ -96,7 +96,7 @@ class StreamingConvTranspose1d(nn.Module):
         # products run in its dtype, the result comes back in the input's.
         weight = self.convtr.weight  # [C_in, C_out / groups, K]
         if weight.shape[-1] < 2 * stride:
-            weight = torch.nn.functional.pad(weight, (0, 2 * stride - weight.shape[-1]))
+            weight = F.pad(weight, (0, 2 * stride - weight.shape[-1]))
         head, tail = weight[..., :stride], weight[..., stride:]  # taps for x[t], x[t - 1]
         groups, out_channels = self.convtr.groups, self.convtr.out_channels
         if groups == 1:
