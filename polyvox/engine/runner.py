@@ -25,6 +25,7 @@ class PrefillItem(NamedTuple):
     positions: list[int]  # absolute position of each token
     slots: list[int]  # flat KV slot of each token
     text: str | None = None  # the clause itself (non-autoregressive families)
+    features: torch.Tensor | None = None  # [T, F] per-token inputs (ClausePlan.features)
 
 
 class StepItem(NamedTuple):
@@ -178,7 +179,11 @@ class Runner:
         )
         tokens = to_device(torch.cat([item.tokens for item in items]), self.device)
         positions = self._long([p for item in items for p in item.positions])[None]
-        self.family.prefill_tokens(tokens, positions, kv)
+        if items[0].features is None:
+            self.family.prefill_tokens(tokens, positions, kv)
+        else:  # a family plans every clause with features or none
+            features = to_device(torch.cat([item.features for item in items]), self.device)
+            self.family.prefill_tokens(tokens, positions, kv, features=features)
 
     @staticmethod
     def _clause_text(item: PrefillItem) -> str:

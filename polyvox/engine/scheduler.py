@@ -338,7 +338,8 @@ class Scheduler:
             request.next_position += count
             request.clause = Clause(plan.tokens, plan.frames_after_eos, plan.max_frames)
             request.last_latent = None
-            items.append(PrefillItem(request, plan.tokens, positions, slots))
+            items.append(PrefillItem(request, plan.tokens, positions, slots,
+                                     features=plan.features))
             budget -= count
         return items
 

@@ -50,6 +50,7 @@ class ClausePlan:
     tokens: torch.Tensor  # [T] token ids
     frames_after_eos: int  # frames kept after the EOS step
     max_frames: int  # hard cap on frames for the clause
+    features: torch.Tensor | None = None  # [T, F] per-token inputs beside the ids, if any
 
 
 class ModelFamily(Protocol):
@@ -84,8 +85,9 @@ class ModelFamily(Protocol):
         ...
 
     def prefill_tokens(self, tokens: torch.Tensor, positions: torch.Tensor,
-                       kv: KVStore) -> None:
-        """tokens [N] packed, positions [1, N]: write their KV."""
+                       kv: KVStore, features: torch.Tensor | None = None) -> None:
+        """tokens [N] packed, positions [1, N] (features [N, F] packed alike, for a family
+        whose ClausePlan carries them): write their KV."""
         ...
 
     def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,

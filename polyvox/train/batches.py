@@ -32,6 +32,7 @@ class Example(NamedTuple):
     latents: torch.Tensor  # [S, G * C] float16, grouped teacher latents (not normalized)
     band_low: torch.Tensor  # [S + 1] first id spoken during each predicted step
     band_high: torch.Tensor  # [S + 1] last id (the EOS step: the end of the text)
+    features: torch.Tensor  # [N, C] the teacher latent at each id's first frame
 
     @property
     def length(self) -> int:
@@ -91,12 +92,21 @@ def step_bands(durations: torch.Tensor, frames_per_step: int,
     return low, high
 
 
+def id_features(latents: torch.Tensor, durations: torch.Tensor) -> torch.Tensor:
+    """Per id, the latent frame where it starts: [T_frames, C] -> [N, C]. For the prior
+    mean (constant over an id's frames) that is the teacher's text encoding of the id.
+    VITS gives every id at least one frame; an id of none takes the next id's frame."""
+    starts = (durations.cumsum(0) - durations).clamp_max(latents.shape[0] - 1)
+    return latents[starts]
+
+
 def make_examples(utterances: list[Utterance], frames_per_step: int) -> list[Example]:
     examples = []
     for utterance in utterances:
         latents = group_frames(utterance.latents, frames_per_step)
         low, high = step_bands(utterance.durations, frames_per_step, latents.shape[0])
-        examples.append(Example(utterance.ids, latents, low, high))
+        features = id_features(utterance.latents, utterance.durations)
+        examples.append(Example(utterance.ids, latents, low, high, features))
     return examples
 
 
@@ -109,6 +119,7 @@ class _Row(NamedTuple):
     eos: torch.Tensor
     band_low: torch.Tensor
     band_high: torch.Tensor
+    features: torch.Tensor
 
 
 def _row(example: Example, stats: LatentStats, start: int) -> _Row:
@@ -128,6 +139,8 @@ def _row(example: Example, stats: LatentStats, start: int) -> _Row:
         eos=eos,
         band_low=torch.cat([torch.zeros(num_ids, dtype=torch.long), example.band_low + start]),
         band_high=torch.cat([torch.full((num_ids,), -1), example.band_high + start]),
+        features=torch.cat([example.features.float(),
+                            torch.zeros(steps + 1, example.features.shape[1])]),
     )
 
 
@@ -175,6 +188,7 @@ def make_batch(examples: list[Example], stats: LatentStats, rng: random.Random,
         band_low=pad([row.band_low for row in rows], 0),
         band_high=pad([torch.where(t, row.band_high, -1)
                        for t, row in zip(trained_latent, rows)], -1),
+        features=pad([row.features for row in rows], 0.0),
     )
 
 

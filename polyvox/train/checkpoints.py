@@ -67,15 +67,21 @@ def export_student(flow_lm: FlowLM, config: StudentConfig, out: Path,
     return weights, config_path
 
 
-def read_student_weights(flow_lm: FlowLM, weights: str | Path) -> None:
+def read_student_weights(flow_lm: FlowLM, weights: str | Path,
+                         keep_missing: tuple[str, ...] = ()) -> None:
     """Load an export's flow_lm.* tensors into `flow_lm`, strictly (names the first
-    missing, unexpected or misshapen key)."""
+    missing, unexpected or misshapen key). Keys starting with a `keep_missing` prefix
+    may be absent from the file: they keep the model's values (a student that gained a
+    module since the export, e.g. `prior_proj`, zero at init)."""
     tensors = safetensors.torch.load_file(str(weights))
     unprefixed = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()
                   if name.startswith(PREFIX)}
     if len(unprefixed) != len(tensors):
         extra = sorted(set(tensors) - {PREFIX + name for name in unprefixed})
         raise ValueError(f"{weights}: keys outside flow_lm.* ({extra[0]!r}): not a student export")
+    for name, tensor in flow_lm.state_dict().items():
+        if name not in unprefixed and name.startswith(keep_missing):
+            unprefixed[name] = tensor
     load_strict(flow_lm, unprefixed, str(weights))
 
 

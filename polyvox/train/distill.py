@@ -108,7 +108,7 @@ class Distiller:
         self._plans: list[list[list[Item]]] = []
         state = load_checkpoint(self.out)
         if state is None and init is not None:
-            read_student_weights(self.model, init)
+            read_student_weights(self.model, init, keep_missing=("prior_proj.",))
         elif state is None:
             stats = LatentStats.of(kept, student.frames_per_step)
             self.model.emb_mean.copy_(stats.mean)

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, cast
 import torch
 import torch.nn.functional as F
 import yaml
+from torch import nn
 
 from polyvox.models.layers.attention import NoCache, apply_rope
 from polyvox.models.layers.transformer import TransformerLayer
@@ -58,6 +59,10 @@ class StudentConfig:
     # The teacher latent the student generates: "prior" (the prior's mean; the decoder
     # runs the teacher's flow, then HiFi-GAN) or "z" (HiFi-GAN's input). teacher_data.py
     teacher_latent: str = "prior"
+    # Extra per-token text input: "teacher_prior" adds, to each phoneme id's embedding, a
+    # projection of the teacher's text-encoder output for it (the prior mean of that id,
+    # computed at prefill from the ids alone, no durations); None: ids only.
+    text_features: str | None = None
     default_temperature: float = 1.0
     default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
     frames_after_eos: int = 0  # AR steps kept after the EOS step
@@ -71,6 +76,12 @@ class StudentConfig:
             raise ValueError("the distilled student trains a flow_matching head only")
         if self.teacher_latent not in ("prior", "z"):
             raise ValueError(f"teacher_latent must be 'prior' or 'z', not {self.teacher_latent!r}")
+        if self.text_features not in (None, "teacher_prior"):
+            raise ValueError("text_features must be 'teacher_prior' or null, "
+                             f"not {self.text_features!r}")
+        if self.text_features == "teacher_prior" and self.teacher_latent != "prior":
+            raise ValueError("text_features 'teacher_prior' needs teacher_latent 'prior' "
+                             "(the features are read from the prior-mean data)")
 
     @property
     def latent_dim(self) -> int:
@@ -102,10 +113,44 @@ def config_to_dict(config: StudentConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-def build_student(config: StudentConfig) -> FlowLM:
+class StudentFlowLM(FlowLM):
+    """A FlowLM whose text embedding may add per-token features: with `text_features`
+    "teacher_prior", token i's embedding is LUT(id_i) + prior_proj(normalized m_i), m_i
+    being the teacher's prior mean for id i (192 channels, normalized by the latent
+    statistics' first frame). `prior_proj` starts at zero: an id-only student loads into
+    it and computes exactly what it computed before."""
+
+    def __init__(self, config: StudentConfig) -> None:
+        super().__init__(config.flow_lm, config.latent_dim, voice_latent_dim=1)
+        self.feature_channels = config.latent_channels
+        self.prior_proj: nn.Linear | None = None
+        if config.text_features == "teacher_prior":
+            self.prior_proj = nn.Linear(config.latent_channels, self.d_model, bias=False)
+            nn.init.zeros_(self.prior_proj.weight)
+
+    @property
+    def needs_features(self) -> bool:
+        return self.prior_proj is not None
+
+    def embed_text(self, tokens: torch.Tensor,
+                   features: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens [..., T] (+ features [..., T, 192], the teacher's raw prior means) ->
+        [..., T, d_model]."""
+        embedded = self.conditioner(tokens)
+        if self.prior_proj is None:
+            return embedded
+        if features is None:
+            raise ValueError("this student reads the teacher's prior mean per token: "
+                             "pass features")
+        channels = self.feature_channels
+        normalized = (features.float() - self.emb_mean[:channels]) / self.emb_std[:channels]
+        return embedded + self.prior_proj(normalized)
+
+
+def build_student(config: StudentConfig) -> StudentFlowLM:
     """A FlowLM with the student's shapes. It has no voice input; its speaker projection
     stays a 1-wide placeholder (zero-sized tensors trip seeded init and tooling)."""
-    return FlowLM(config.flow_lm, config.latent_dim, voice_latent_dim=1)
+    return StudentFlowLM(config)
 
 
 def count_parameters(model: torch.nn.Module) -> int:
@@ -128,6 +173,7 @@ class Batch(NamedTuple):
     has_eos: torch.Tensor  # [B, T] bool, latent inputs that count for the EOS loss
     band_low: torch.Tensor  # [B, T] first sequence index of the spoken phonemes' band
     band_high: torch.Tensor  # [B, T] last index (inclusive); -1: no guide at this position
+    features: torch.Tensor  # [B, T, C] the teacher's prior mean of each text position's id
 
 
 @dataclass(frozen=True)
@@ -187,7 +233,10 @@ def teacher_forcing(flow_lm: FlowLM, batch: Batch) -> tuple[torch.Tensor, torch.
     """The backbone over whole sequences, as FlowLM.prefill + FlowLM.step compute it one
     position at a time: (head conditioning [B, T, d], EOS logits [B, T])."""
     latents = torch.where(torch.isnan(batch.latents_in), flow_lm.bos_emb, batch.latents_in)
-    text = flow_lm.embed_text(batch.tokens)  # [B, T, d]
+    if isinstance(flow_lm, StudentFlowLM) and flow_lm.needs_features:
+        text = flow_lm.embed_text(batch.tokens, batch.features)  # [B, T, d]
+    else:
+        text = flow_lm.embed_text(batch.tokens)
     x = torch.where(batch.is_text[..., None], text, flow_lm.input_linear(latents))
     hidden = flow_lm.out_norm(flow_lm.transformer(x, batch.positions, NoCache()))
     if flow_lm.z_proj is not None:

@@ -27,11 +27,11 @@ from torch import nn
 
 from polyvox.models.base import AudioFormat, ClausePlan, KVSpec
 from polyvox.models.layers.attention import ContiguousKV
-from polyvox.models.piper.front import FLOW_CONTEXT
+from polyvox.models.piper.front import FLOW_CONTEXT, Scales, Sentence
 from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
 from polyvox.models.pocket.weights import random_init
 from polyvox.text.clauses import split_text
-from polyvox.train.batches import ungroup_frames
+from polyvox.train.batches import id_features, ungroup_frames
 from polyvox.train.checkpoints import load_student
 from polyvox.train.student import DEFAULT_CONFIG, StudentConfig, build_student, load_config
 
@@ -94,6 +94,9 @@ class StudentFamily(FlowLMStages):
         if config.teacher_latent == "prior" and front is None:
             raise ValueError("a student of the teacher's prior needs the teacher's front "
                              "(its flow) to decode")
+        if config.text_features is not None and front is None:
+            raise ValueError("a student that reads the teacher's text encoding needs the "
+                             "teacher's front")
         # NOTE: `student`, not `config`: polyvox bench reads `family.config` as a PocketConfig.
         self.student, self.flow_lm = config, flow_lm.eval()
         self.phonemizer, self.hifigan, self.is_random = phonemizer, hifigan, is_random
@@ -106,6 +109,7 @@ class StudentFamily(FlowLMStages):
         self.kv_spec = KVSpec(*self.kv_shape, dtype=torch.float32)
         self.latent_dim = config.latent_dim
         self.flow = front if config.teacher_latent == "prior" else None
+        self.front = front
         context = DECODER_CONTEXT_FRAMES + (FLOW_CONTEXT if self.flow else 0)
         self.decoder_history = self.decoder_lookahead = math.ceil(context / group)
 
@@ -148,7 +152,19 @@ class StudentFamily(FlowLMStages):
             raise ValueError("the clause has nothing to speak")
         after = params.frames_after_eos
         after = self.student.frames_after_eos if after is None else after
-        return ClausePlan(torch.tensor(ids, dtype=torch.long), after, self.max_steps(len(ids)))
+        return ClausePlan(torch.tensor(ids, dtype=torch.long), after, self.max_steps(len(ids)),
+                          self.text_features(ids))
+
+    def text_features(self, ids: list[int]) -> torch.Tensor | None:
+        """What the student reads per id beside the id (`text_features`): the teacher's
+        prior mean of each id, [N, 192], from the teacher's stage 1 at noise 0. Only the
+        encoder's output is used; its durations are dropped (the student times itself)."""
+        if self.student.text_features is None:
+            return None
+        assert self.front is not None
+        generator = torch.Generator().manual_seed(0)  # noise 0: nothing is drawn from it
+        (stage1,) = self.front.run_stage1([Sentence(ids, Scales(0.0, 1.0, 0.0), generator)])
+        return id_features(self.front.prior_mean(stage1).T, stage1.durations)
 
     def eos_threshold(self, params: StudentParams) -> float:
         if params.eos_threshold is None:
@@ -196,7 +212,10 @@ class StudentFamily(FlowLMStages):
         """Generate one clause into `kv` (the engine's EOS rule); returns [S, D]."""
         plan_after = self.student.frames_after_eos if params.frames_after_eos is None \
             else params.frames_after_eos
-        self.flow_lm.prefill(self.flow_lm.embed_text(ids)[None], kv.next_positions(len(ids)), kv)
+        features = self.text_features(ids.tolist())
+        embedded = (self.flow_lm.embed_text(ids) if features is None
+                    else self.flow_lm.embed_text(ids, features))  # type: ignore[call-arg]
+        self.flow_lm.prefill(embedded[None], kv.next_positions(len(ids)), kv)
         kv.commit()
         latent = torch.full((1, self.latent_dim), float("nan"))
         frames: list[torch.Tensor] = []
@@ -257,7 +276,8 @@ def load_student_family(config: str | Path = DEFAULT_CONFIG, weights: str | Path
     files = voice_files(None)
     vits = load_vits_graph(str(files.onnx_path))
     hifigan = HiFiGan.from_vits(vits).eval()
-    front = PiperFront(vits, num_threads=1) if student.teacher_latent == "prior" else None
+    needs_front = student.teacher_latent == "prior" or student.text_features is not None
+    front = PiperFront(vits, num_threads=1) if needs_front else None
     family = StudentFamily(student, flow_lm.to(device), Phonemizer(files.read_config()),
                            hifigan.to(device), front, is_random=is_random)
     return family

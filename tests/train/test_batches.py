@@ -3,8 +3,10 @@ equals the inference path (prefill, then one step at a time)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
+import pytest
 import torch
 
 from polyvox.models.layers.attention import ContiguousKV
@@ -12,6 +14,7 @@ from polyvox.train.batches import (
     Example,
     LatentStats,
     group_frames,
+    id_features,
     make_batch,
     plan_batches,
     step_bands,
@@ -25,7 +28,8 @@ def _example(num_ids: int, durations: list[int], channels: int = 192,
     z = torch.randn(sum(durations), channels).half()
     latents = group_frames(z, group)
     low, high = step_bands(torch.tensor(durations), group, latents.shape[0])
-    return Example(torch.randint(0, 151, (num_ids,)), latents, low, high)
+    features = id_features(z, torch.tensor(durations))
+    return Example(torch.randint(0, 151, (num_ids,)), latents, low, high, features)
 
 
 def test_group_then_ungroup_keeps_frames_and_repeats_the_last() -> None:
@@ -64,9 +68,20 @@ def test_batch_layout_matches_the_engine_kv() -> None:
     assert (batch.positions[:, 1:] - batch.positions[:, :-1] == 1).all()
 
 
-def test_teacher_forcing_equals_prefill_then_steps(tiny_config) -> None:
+def test_id_features_are_each_ids_first_frame() -> None:
+    values = torch.randn(4, 3)
+    durations = torch.tensor([2, 1, 3, 2])
+    frames = values.repeat_interleave(durations, dim=0)  # piecewise constant, as m_p
+    assert torch.equal(id_features(frames, durations), values)
+
+
+@pytest.mark.parametrize("features", [None, "teacher_prior"])
+def test_teacher_forcing_equals_prefill_then_steps(tiny_config, features) -> None:
     torch.manual_seed(0)
-    model = build_student(tiny_config).eval()
+    config = dataclasses.replace(tiny_config, text_features=features)
+    model = build_student(config).eval()
+    if model.prior_proj is not None:  # zero at init: make the features count
+        torch.nn.init.normal_(model.prior_proj.weight, std=0.1)
     stats = LatentStats(torch.zeros(768), torch.full((768,), 2.0))
     example = _example(9, [2, 3, 1, 4, 2, 2, 3, 1, 2])
     batch = make_batch([example], stats, random.Random(1))
@@ -74,7 +89,8 @@ def test_teacher_forcing_equals_prefill_then_steps(tiny_config) -> None:
     with torch.no_grad():
         _, eos_train = teacher_forcing(model, batch)
         kv = ContiguousKV(3, 4, 16, torch.float32, torch.device("cpu"))
-        model.prefill(model.embed_text(example.tokens)[None], kv.next_positions(9), kv)
+        embedded = model.embed_text(example.tokens, example.features if features else None)
+        model.prefill(embedded[None], kv.next_positions(9), kv)
         kv.commit()
         eos_steps = []
         for row in range(9, example.length):
@@ -84,6 +100,10 @@ def test_teacher_forcing_equals_prefill_then_steps(tiny_config) -> None:
             kv.commit()
             eos_steps.append(logit)
     torch.testing.assert_close(torch.cat(eos_steps), eos_train[0, 9:], atol=1e-5, rtol=1e-5)
+    if features:  # the features reach the output
+        changed = batch._replace(features=batch.features * 0)
+        with torch.no_grad():
+            assert not torch.allclose(teacher_forcing(model, changed)[1], eos_train)
 
 
 def test_batches_respect_the_position_budget() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 from polyvox.models.pocket.weights import WeightsError, load_strict
 from polyvox.train.checkpoints import WEIGHTS, export_student, load_student
 from polyvox.train.distill import Distiller, TrainConfig
-from polyvox.train.student import LossWeights, build_student
+from polyvox.train.student import LossWeights, build_student, teacher_forcing
 
 
 def _config(steps: int, **changes) -> TrainConfig:
@@ -122,3 +123,23 @@ def test_init_starts_from_an_export_and_trains_on(tiny_config, teacher_data: Pat
     assert second.step == 0
     second.train()
     assert second.step == 2
+
+
+def test_init_of_a_student_that_reads_features_from_one_that_did_not(
+        tiny_config, teacher_data: Path, tmp_path: Path) -> None:
+    """An id-only export starts a student with the teacher's text encoding: every shared
+    weight is loaded, the new projection starts at zero, so the two compute the same."""
+    old = Distiller(tiny_config, _config(2), teacher_data, tmp_path / "a", log=False)
+    old.train()
+    reading = dataclasses.replace(tiny_config, text_features="teacher_prior")
+    new = Distiller(reading, _config(2), teacher_data, tmp_path / "b", log=False,
+                    init=tmp_path / "a" / WEIGHTS)
+    for name, value in old.model.state_dict().items():
+        assert torch.equal(new.model.state_dict()[name], value), name
+    assert new.model.prior_proj is not None and not new.model.prior_proj.weight.any()
+    batch = new.batch(0)
+    with torch.no_grad():
+        torch.testing.assert_close(teacher_forcing(new.model.eval(), batch)[1],
+                                   teacher_forcing(old.model.eval(), batch)[1])
+    new.train()  # and it learns to use them
+    assert new.model.prior_proj.weight.any()

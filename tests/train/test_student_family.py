@@ -16,13 +16,15 @@ from polyvox.train.student import config_to_dict
 TEXT = "The kite flew. It came back, slowly."
 
 
-@pytest.fixture(scope="module", params=["prior", "z"])
+@pytest.fixture(scope="module", params=["prior", "z", "prior+features"])
 def family(request, tiny_config, teacher, tmp_path_factory: pytest.TempPathFactory):
     """A tiny student of either teacher latent: the prior's mean (decoded through the
-    teacher's flow) or z."""
+    teacher's flow) or z; "+features": it also reads the teacher's text encoding."""
     from polyvox.train.student_family import load_student_family
 
-    config = dataclasses.replace(tiny_config, teacher_latent=request.param)
+    latent, _, features = request.param.partition("+")
+    config = dataclasses.replace(tiny_config, teacher_latent=latent,
+                                 text_features="teacher_prior" if features else None)
     path = tmp_path_factory.mktemp("student") / "tiny.yaml"
     path.write_text(yaml.safe_dump(config_to_dict(config)))
     return load_student_family(path, seed=1)  # random weights: noise, but deterministic
@@ -90,6 +92,25 @@ def test_windowed_decoding_equals_whole_clause_decoding(family) -> None:
             short.append(family.decode(window, state, num_frames=min(8, 40 - start),
                                        history=min(3, start)))
         assert (torch.cat(short, 1) - whole).abs().max() > 1e-3
+
+
+def test_text_features_are_what_training_read(family, teacher_data) -> None:
+    """At inference the student reads, per id, what the teacher data gave it in training:
+    the teacher's prior mean of the id (stage 1 at noise 0; durations do not matter)."""
+    from polyvox.train.batches import id_features
+    from polyvox.train.teacher_data import read_data
+
+    if family.student.text_features is None:
+        assert family.plan_clause(TEXT, family.make_params()).features is None
+        return
+    for utterance in read_data(teacher_data):
+        ids = utterance.ids.tolist()
+        got = family.text_features(ids)
+        assert got is not None and got.shape == (len(ids), 192)
+        expected = id_features(utterance.latents, utterance.durations).float()
+        torch.testing.assert_close(got, expected, atol=2e-2, rtol=1e-2)  # stored in float16
+    plan = family.plan_clause(TEXT, family.make_params())
+    assert plan.features is not None and plan.features.shape == (len(plan.tokens), 192)
 
 
 def test_speed_other_than_one_is_refused(family) -> None:

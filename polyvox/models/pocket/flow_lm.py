@@ -131,9 +131,15 @@ class FlowLMStages:
     flow_lm: FlowLM
 
     @torch.no_grad()
-    def prefill_tokens(self, tokens: torch.Tensor, positions: torch.Tensor, kv: KVStore) -> None:
-        """tokens [N] packed, positions [1, N]: write their KV."""
-        self.flow_lm.prefill(self.flow_lm.embed_text(tokens)[None], positions, kv)
+    def prefill_tokens(self, tokens: torch.Tensor, positions: torch.Tensor, kv: KVStore,
+                       features: torch.Tensor | None = None) -> None:
+        """tokens [N] packed, positions [1, N] (features [N, F], if the FlowLM reads
+        per-token features: the student's): write their KV."""
+        if features is None:
+            embeddings = self.flow_lm.embed_text(tokens)
+        else:
+            embeddings = self.flow_lm.embed_text(tokens, features)  # type: ignore[call-arg]
+        self.flow_lm.prefill(embeddings[None], positions, kv)
 
     @torch.no_grad()
     def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
