@@ -1,7 +1,7 @@
 """Model names -> loaded models.
 
-    pocket/joe-ar            our own AR voice distilled from Piper joe (untrained weights until
-                             a trained checkpoint ships; see docs/distill.md)
+    pocket/joe-ar            our own AR voice distilled from Piper joe (weights ship in the
+                             package; model card polyvox/models/pocket/joe_ar.md)
     pocket/<config>          a Pocket TTS config (e.g. pocket/english, pocket/english_2m)
     pocket:<file.yaml>       a Pocket TTS config file
     piper/joe                the Piper en_US-joe-medium voice (needs polyvox[piper])

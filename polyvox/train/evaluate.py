@@ -88,11 +88,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sentences", type=int, default=len(SENTENCES),
                         help="the first N held-out sentences")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--temperature", default=None,
+                        help="the student's sampling temperature (default: its config's); "
+                             "a comma-separated list judges each in turn")
+    parser.add_argument("--eos-threshold", type=float, default=None,
+                        help="the student's EOS logit threshold (default: its config's)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     from polyvox.asr.transcribe import Transcriber
     from polyvox.models.piper.model import PiperModel
-    from polyvox.train.student_family import load_student_family
+    from polyvox.train.student_family import StudentParams, load_student_family
 
     if args.run is not None:
         family, step = load_run_student(args.run)
@@ -105,10 +110,17 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     teacher_result = judge(lambda text: teacher.synthesize(text, seed=0), teacher.sample_rate,
                            transcriber, sentences)
-    student_result = judge(lambda text: family.synthesize(text, seed=0), family.sample_rate,
-                           transcriber, sentences)
-    print(format_comparison(sentences, teacher_result, student_result))
-    print(f"synthesis + transcription: {time.perf_counter() - start:.1f} s")
+    temperatures = ([float(t) for t in args.temperature.split(",")] if args.temperature
+                    else [family.student.default_temperature])
+    for temperature in temperatures:
+        params = StudentParams(seed=0, temperature=temperature,
+                               eos_threshold=args.eos_threshold)
+        print(f"\nstudent temperature {temperature}, EOS threshold "
+              f"{family.eos_threshold(params)}")
+        student_result = judge(lambda text: family.synthesize(text, params=params),
+                               family.sample_rate, transcriber, sentences)
+        print(format_comparison(sentences, teacher_result, student_result))
+        print(f"synthesis + transcription: {time.perf_counter() - start:.1f} s", flush=True)
 
 
 if __name__ == "__main__":
