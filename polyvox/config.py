@@ -14,7 +14,7 @@ GRAPHS = ("off", "shaped", "cuda")
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # Chunking defaults when neither the config nor the family says otherwise.
 FALLBACKS: dict[str, int | None] = {
-    "first_chunk_frames": 1, "chunk_frames": 4, "max_chunk_frames": None,
+    "first_chunk_frames": 1, "chunk_frames": 4, "max_chunk_frames": None, "min_chunk_frames": 1,
     "max_clause_tokens": 50, "first_clause_tokens": None,
 }
 
@@ -69,6 +69,10 @@ class EngineConfig:
     first_chunk_frames: int | None = None  # small first chunk for time-to-first-audio
     chunk_frames: int | None = None  # later chunks, while a listener's buffer is short
     max_chunk_frames: int | None = None  # chunks grow up to this as the buffer builds up
+    # A listener close to running dry gets what is ready rather than a full chunk, but not
+    # less than this: a decoder with a fixed cost per call (a windowed one) falls behind
+    # on chunks of one frame, and its listeners would never build a buffer.
+    min_chunk_frames: int | None = None
     max_clause_tokens: int | None = None
     first_clause_tokens: int | None = None  # a text's first clause ends at a comma past this
     context_window: int = 384  # own positions kept across clauses (chained mode)
@@ -128,6 +132,7 @@ class EngineConfig:
         if values["max_chunk_frames"] is None:
             values["max_chunk_frames"] = values["chunk_frames"]
         values["max_chunk_frames"] = max(values["max_chunk_frames"], values["chunk_frames"])
+        values["min_chunk_frames"] = min(values["min_chunk_frames"], values["chunk_frames"])
         return dataclasses.replace(self, **values)
 
     @property

@@ -185,7 +185,7 @@ class Scheduler:
             size = self._chunk_size(slack, pending - lookahead)
             waits = self._waits_for_tick(slack)
             if waits is None:  # on the tick: what is ready, so the stream joins the phase
-                size = min(size, max(1, pending - lookahead))
+                size = min(size, max(self.config.min_chunk_frames or 1, pending - lookahead))
             history = min(max_history, request.clause_frames_decoded)
             if request.clause_ends:  # a finished clause: no more frames will come for it
                 until_end = request.clause_ends[0] - request.frames_decoded
@@ -252,21 +252,24 @@ class Scheduler:
         (fewer calls, and less window context for windowed decoders)."""
         config = self.config
         assert config.first_chunk_frames and config.chunk_frames and config.max_chunk_frames
+        assert config.min_chunk_frames
         if slack is None:
             return config.first_chunk_frames
         if slack < 0:
-            # NOTE: a stream already behind (overload) gets the biggest chunks: they cost
-            # least per frame, and its listener is better off with one long pause than
-            # with many short ones.
-            return config.max_chunk_frames
+            # NOTE: a stream already behind gets all that is ready, up to the biggest chunk:
+            # big chunks cost least per frame, and its listener is better off with one long
+            # pause than with many short ones. It does not wait for more than a regular
+            # chunk, though: an AR stream a few ms behind would otherwise stall until
+            # `max_chunk_frames` more steps were generated.
+            return min(config.max_chunk_frames, max(ready, config.chunk_frames))
         frame_seconds = 1.0 / self.family.audio.frame_rate
         size = config.chunk_frames
         while size * 2 <= config.max_chunk_frames and size * 2 * frame_seconds <= slack:
             size *= 2
         if slack < config.chunk_frames * frame_seconds and ready >= 1:
             # NOTE: a listener close to running dry gets what is ready now rather than
-            # a full chunk later.
-            size = min(size, ready)
+            # a full chunk later (at least `min_chunk_frames`).
+            size = min(size, max(ready, config.min_chunk_frames))
         return size
 
     def _admit(self) -> None:

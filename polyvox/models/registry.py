@@ -1,7 +1,8 @@
 """Model names -> loaded models.
 
-    pocket/joe-ar            our own AR voice distilled from Piper joe (weights ship in the
-                             package; model card polyvox/models/pocket/joe_ar.md)
+    pocket/joe-ar            our own AR voice distilled from Piper joe, the default (weights
+                             ship in the package; model card polyvox/models/pocket/joe_ar.md;
+                             needs polyvox[piper]: the teacher's phonemizer and decoder)
     pocket/<config>          a Pocket TTS config (e.g. pocket/english, pocket/english_2m)
     pocket:<file.yaml>       a Pocket TTS config file
     piper/joe                the Piper en_US-joe-medium voice (needs polyvox[piper])
@@ -12,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-DEFAULT_MODEL = "piper/joe"
+DEFAULT_MODEL = "pocket/joe-ar"
 
 
 def model_names() -> list[str]:
     from polyvox.models.pocket.loader import preset_names
 
-    return ["piper/joe", "pocket/joe-ar"] + [f"pocket/{name}" for name in preset_names()]
+    return ["pocket/joe-ar", "piper/joe"] + [f"pocket/{name}" for name in preset_names()]
 
 
 def load_model(name: str, weights: str | None = None, tokenizer: str | None = None,
@@ -62,6 +63,14 @@ def check_device(device: str) -> None:
 def _load(name: str, weights: str | None, tokenizer: str | None, seed: int,
           device: str) -> Any:
     if name == "pocket/joe-ar":
+        try:  # its text front, flow and decoder are the Piper teacher's
+            import onnxruntime  # noqa: F401
+
+            from polyvox.models.piper.phonemes import Phonemizer  # noqa: F401
+        except ImportError as error:
+            raise ValueError(
+                f"model {name} needs the Piper extra: pip install 'polyvox[piper]' ({error})"
+            ) from None
         from polyvox.train.student_family import load_student_family
 
         return load_student_family(weights=weights, seed=seed, device=device)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 DECODER_CONTEXT_FRAMES = 10  # HiFi-GAN's reach either side (docs/piper.md)
 MIN_STEPS_BEFORE_EOS = 6  # the engine's rule (polyvox.engine.engine)
+VOCODER_CALL_FRAMES = 320  # frames per HiFi-GAN call (rows x window), as PiperFamily
 MAX_FRAMES_PER_ID = 4  # length cap: the teacher averages ~2.2 frames per id
 PADDING_SECONDS = 1.0
 
@@ -81,8 +82,14 @@ class StudentFamily(FlowLMStages):
     `decoder_history` and `decoder_lookahead`. Tokens are the teacher's phoneme ids."""
 
     #: Its tokens are phoneme ids (~13 per word): clauses are capped much higher than
-    #: the engine's default of 50 text pieces.
-    preferred_engine_settings = {"max_clause_tokens": 350}
+    #: the engine's default of 50 text pieces. Chunks are in AR steps (4 teacher frames,
+    #: ~46 ms): each chunk pays for the decoder's context either side (the flow's 42
+    #: frames, HiFi-GAN's 10) whatever its size, so no chunk is shorter than 8 steps
+    #: after a 6-step first one (long enough to cover the second), and chunks grow long
+    #: as the listener's buffer does (measured: docs/perf.md, session 6).
+    preferred_engine_settings = {"max_clause_tokens": 350, "first_chunk_frames": 6,
+                                 "min_chunk_frames": 8, "chunk_frames": 8,
+                                 "max_chunk_frames": 32}
 
     is_autoregressive = True
     resets_decoder_per_clause = True
@@ -195,14 +202,23 @@ class StudentFamily(FlowLMStages):
         kept = state["history"].shape[2]
         past = state["history"][:, :, kept - history * group:] if history else frames[:, :, :0]
         window = torch.cat([past, frames], dim=2)  # [B, C, (h + N + L) * G]
-        if self.flow is not None:  # the teacher's prior -> z (ONNX, one row at a time)
-            window = torch.stack([self.flow.flow_from_prior(row) for row in window.float()])
-            window = window.to(frames.device)
-        audio = self.hifigan(window)  # [B, (h + N + L) * G * hop]
-        hop = self.audio.samples_per_frame  # per step
+        if self.flow is not None:  # the teacher's prior -> z (onnxruntime, all rows at once)
+            window = self.flow.flow_from_prior(window).to(frames.device)
+        # HiFi-GAN reaches DECODER_CONTEXT_FRAMES either side: the wider window the flow
+        # needed is cut down to that before the (costlier) vocoder.
+        start = history * group  # the first new frame in the window
+        first = max(0, start - DECODER_CONTEXT_FRAMES)
+        last = min(window.shape[2], start + steps * group + DECODER_CONTEXT_FRAMES)
+        window = window[:, :, first:last]
+        # NOTE: on CPU HiFi-GAN slows sharply (~2x per frame) once a call's activations
+        # leave the cache, past ~320 frames: a big batch is run in row groups.
+        rows = max(1, VOCODER_CALL_FRAMES // window.shape[2])
+        audio = torch.cat([self.hifigan(window[i: i + rows])
+                           for i in range(0, window.shape[0], rows)])
+        hop = self.hifigan.hop_length  # per teacher frame
         state["history"] = torch.cat([state["history"], frames[:, :, : steps * group]],
                                      2)[:, :, -kept:]
-        return audio[:, history * hop: (history + steps) * hop]
+        return audio[:, (start - first) * hop: (start - first + steps * group) * hop]
 
     # --- one request, offline ------------------------------------------------------------
 
@@ -277,7 +293,7 @@ def load_student_family(config: str | Path = DEFAULT_CONFIG, weights: str | Path
     vits = load_vits_graph(str(files.onnx_path))
     hifigan = HiFiGan.from_vits(vits).eval()
     needs_front = student.teacher_latent == "prior" or student.text_features is not None
-    front = PiperFront(vits, num_threads=1) if needs_front else None
+    front = PiperFront(vits, num_threads=torch.get_num_threads()) if needs_front else None
     family = StudentFamily(student, flow_lm.to(device), Phonemizer(files.read_config()),
                            hifigan.to(device), front, is_random=is_random)
     return family

@@ -61,9 +61,17 @@ def test_chunks_grow_with_the_listeners_buffer(family) -> None:
     sizes = [scheduler._chunk_size(slack, 500)
              for slack in (0.5 * 32 * frame, 40 * frame, 64 * frame, 130 * frame, 60.0)]
     assert sizes == [32, 32, 64, 128, 128]
-    # a listener about to run dry gets what is ready now; one already behind, a full chunk
+    # a listener about to run dry gets what is ready now; one already behind, all that is
+    # ready, at least a regular chunk and at most the biggest
     assert scheduler._chunk_size(0.01, 5) == 5
-    assert scheduler._chunk_size(-1.0, 5) == 128
+    assert scheduler._chunk_size(-1.0, 5) == 32
+    assert scheduler._chunk_size(-1.0, 90) == 90
+    assert scheduler._chunk_size(-1.0, 500) == 128
+    # a decoder with a fixed cost per call asks for a smallest chunk after the first
+    engine = piper_engine(family, min_chunk_frames=8)
+    assert engine.scheduler._chunk_size(0.01, 5) == 8
+    assert engine.scheduler._chunk_size(0.01, 12) == 12
+    assert EngineConfig(min_chunk_frames=64).for_family(family).min_chunk_frames == 32
 
 
 def test_split_decoder_batches_give_the_same_audio(family, monkeypatch) -> None:

@@ -204,26 +204,30 @@ class PiperFront:
         return torch.from_numpy(sentence.feed[self._template][0]).float()
 
     def flow_from_prior(self, prior: torch.Tensor) -> torch.Tensor:
-        """The noise-free flow: frames of the prior's mean [C, T] -> z [C, T] float32.
+        """The noise-free flow: frames of the prior's mean [C, T] (or rows of them,
+        [B, C, T], in one call) -> z of the same shape, float32.
 
         Stage 2 adds noise x exp(log-variance) x noise scale to its prior input before the
         flow; with the noise scale at 0 only the mean and the mask matter, so the other
         per-frame inputs are fed as ones. Edges are zero-padded as for a whole sentence:
         a window equals the sentence's z only `FLOW_CONTEXT` frames in from a cut edge.
         """
-        if prior.dim() != 2 or prior.shape[1] == 0:
-            raise ValueError(f"prior must be [C, T] with T >= 1, got {tuple(prior.shape)}.")
-        frames = prior.shape[1]
+        if prior.dim() not in (2, 3) or prior.shape[-1] == 0:
+            raise ValueError("prior must be [C, T] or [B, C, T] with T >= 1, "
+                             f"got {tuple(prior.shape)}.")
+        rows = prior if prior.dim() == 3 else prior[None]
+        batch, _, frames = rows.shape
         probe = self._noise_free_probe()
         feed = {name: probe.feed[name] for name in self._direct}
-        feed[self._template] = prior[None].float().cpu().numpy()
-        feed[LATENT_NOISE] = np.zeros((1, *prior.shape), dtype=np.float32)
+        feed[self._template] = rows.float().cpu().numpy()
+        feed[LATENT_NOISE] = np.zeros(rows.shape, dtype=np.float32)
         for name in self._cut:
             value = probe.feed[name]
             feed[name] = (value if value.ndim == 0  # the noise scale, 0 in the probe
-                          else np.ones((*value.shape[:-1], frames), dtype=value.dtype))
+                          else np.ones((batch, *value.shape[1:-1], frames), dtype=value.dtype))
         (z,) = self._stage2.run(None, feed)
-        return torch.from_numpy(z[0]).float()
+        z = torch.from_numpy(z).float()
+        return z if prior.dim() == 3 else z[0]
 
     def _noise_free_probe(self) -> Stage1Output:
         """Stage 1 of a three-id sentence at noise 0: stage 2's inputs other than the prior
