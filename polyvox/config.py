@@ -49,10 +49,11 @@ class EngineConfig:
     chaining: chained (each clause is prefilled into the same context, so prosody carries
         over; older context beyond `context_window` positions is dropped) or pocket
         (each clause restarts from the voice state with a fresh decoder, as pocket-tts).
+        None: the family's preference (`preferred_engine_settings`), else chained.
     """
 
     schedule: str = "batched"
-    chaining: str = "chained"
+    chaining: str | None = None
     block_size: int = 16
     num_kv_blocks: int | None = None  # None: sized from kv_memory_mb
     kv_memory_mb: float = 512.0
@@ -101,7 +102,7 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.chaining not in CHAINING:
+        if self.chaining is not None and self.chaining not in CHAINING:
             raise ValueError(f"chaining must be one of {CHAINING}, got {self.chaining!r}")
         for name in ("block_size", "max_running", "prefill_token_budget", *FALLBACKS):
             value = getattr(self, name)
@@ -122,8 +123,9 @@ class EngineConfig:
             raise ValueError("context_window must cover at least two KV blocks")
 
     def for_family(self, family: object) -> EngineConfig:
-        """This config with every unset chunking field filled: the family's preference,
-        else FALLBACKS (max_chunk_frames falls back to chunk_frames: no growth)."""
+        """This config with every unset chunking field (and chaining) filled: the family's
+        preference, else FALLBACKS (max_chunk_frames falls back to chunk_frames: no
+        growth; chaining to chained)."""
         preferred = dict(getattr(family, "preferred_engine_settings", {}))
         values = {name: getattr(self, name) for name in FALLBACKS}
         for name, fallback in FALLBACKS.items():
@@ -133,7 +135,8 @@ class EngineConfig:
             values["max_chunk_frames"] = values["chunk_frames"]
         values["max_chunk_frames"] = max(values["max_chunk_frames"], values["chunk_frames"])
         values["min_chunk_frames"] = min(values["min_chunk_frames"], values["chunk_frames"])
-        return dataclasses.replace(self, **values)
+        chaining = self.chaining or preferred.get("chaining", "chained")
+        return dataclasses.replace(self, chaining=chaining, **values)
 
     @property
     def decoder_slots(self) -> int:

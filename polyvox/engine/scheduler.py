@@ -88,6 +88,7 @@ class Scheduler:
         self.overloaded = False  # this step: a listener with frames to decode is behind
         self._committed = 0.0  # seconds of this step already given to urgent work
         self._ar_steps = 0  # AR steps planned so far: the decode tick's clock
+        self._stepping = False  # whether the last plan had AR steps (the clock runs)
 
     # --- planning ------------------------------------------------------------------------
 
@@ -115,6 +116,7 @@ class Scheduler:
                       [item.request for item in prefills]]
         steps = self._plan_steps(generating, prefills)
         self._ar_steps += bool(steps)
+        self._stepping = bool(steps)
         return Plan(prefills, steps)
 
     def _continuation_cost(self, request: Request) -> float:
@@ -206,10 +208,11 @@ class Scheduler:
         """Whether a stream's regular chunk waits for the decode tick (module docstring):
         True off the tick if its listener has buffered more than the wait costs, None on
         the tick (decode what is ready), False when the tick does not apply (first
-        chunks, listeners with little buffered, overload, non-AR families, other modes)."""
+        chunks, listeners with little buffered, overload, non-AR families, other modes,
+        and steps without AR work: the clock stands still, so the tick would never come)."""
         period = self.config.chunk_frames or 1
         if (slack is None or self.overloaded or period == 1 or self.config.schedule != "batched"
-                or not self.family.is_autoregressive):
+                or not self.family.is_autoregressive or not self._stepping):
             return False
         to_tick = -self._ar_steps % period
         if to_tick == 0:

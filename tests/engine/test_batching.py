@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import TEXTS, make_engine, params, rel_error
 
-from polyvox.engine.engine import run_to_completion
+from polyvox.engine.engine import Engine, run_to_completion
 
 
 def one_at_a_time(model, voice, texts, seeds, voices, **config):
@@ -130,6 +130,43 @@ def _staggered_decoder_calls(model, buffered: bool, monkeypatch) -> tuple[list[i
     for rid, samples in run_to_completion(engine).items():
         audio.setdefault(rid, []).append(samples)
     return window, {rid: torch.cat(parts) for rid, parts in audio.items()}
+
+
+def test_a_stream_with_time_to_spare_is_not_left_waiting_for_a_tick_that_never_comes(
+        model) -> None:
+    """The tick's clock is AR steps. Once no stream generates (the last one's text is all
+    spoken, only its final frames wait to be decoded), the clock stops: those frames must
+    be decoded anyway, however long the listener's buffer (found by the random-operations
+    test: a request left RUNNING forever with its last frames pending)."""
+    engine = make_engine(model, chunk_frames=4, first_audio_step_seconds=1e9,
+                         max_step_seconds=1e9)
+    engine.add_request(TEXTS[0], "default", params(0, eos_threshold=float("inf")),
+                       request_id="a")
+    request, scheduler = engine.requests["a"], engine.scheduler
+    rate = model.audio.sample_rate
+
+    def step() -> None:
+        if request.first_audio_time is not None:  # a listener with 100 s buffered
+            request.first_audio_time = time.monotonic() - request.audio_seconds(rate) + 100
+        engine.step()
+
+    for _ in range(200):
+        step()
+        if request.first_audio_time is not None and scheduler._waits_for_tick(100.0):
+            break
+    else:
+        raise AssertionError("the stream never waited for the tick")
+    Engine._end_clause(request)  # as at its EOS, with no text left: nothing generates
+    request.pending_clauses.clear()
+    step()
+    # NOTE: with exactly a chunk's frames left after the end of its last clause, a stream
+    # used to wait here for good: the tick never came.
+    assert scheduler._waits_for_tick(100.0) is False
+    for _ in range(20):
+        if "a" not in engine.requests:
+            break
+        step()
+    assert "a" not in engine.requests and engine.is_idle()
 
 
 def test_streams_with_time_to_spare_decode_together_on_the_tick(model, monkeypatch) -> None:

@@ -44,6 +44,8 @@ def test_unset_chunking_takes_the_family_preference(family, model) -> None:
     assert (pocket.first_chunk_frames, pocket.chunk_frames, pocket.max_chunk_frames) == (2, 4, 4)
     assert EngineConfig(chunk_frames=16).for_family(model).max_chunk_frames == 16
     assert Engine(family, EngineConfig()).config.chunk_frames == 32
+    assert resolved.chaining == pocket.chaining == "chained"  # neither family prefers otherwise
+    assert EngineConfig(chaining="pocket").for_family(model).chaining == "pocket"
 
 
 def test_bad_chunking_is_refused() -> None:

@@ -51,6 +51,15 @@ def test_formats(family) -> None:
     assert family.kv_spec.num_layers == 3
 
 
+def test_each_clause_gets_a_fresh_context_unless_told_to_chain(family) -> None:
+    # trained on single sentences: by default the engine does not chain its clauses
+    assert EngineConfig().for_family(family).chaining == "pocket"
+    assert EngineConfig(chaining="chained").for_family(family).chaining == "chained"
+    settings = EngineConfig().for_family(family)
+    assert (settings.first_chunk_frames, settings.min_chunk_frames, settings.chunk_frames,
+            settings.max_chunk_frames) == (6, 8, 8, 32)
+
+
 def test_batched_equals_one_at_a_time_and_offline(family) -> None:
     engine = _engine(family)
     engine.add_request(TEXT, "default", _params(family, 1), request_id="a")
