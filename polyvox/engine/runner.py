@@ -179,11 +179,10 @@ class Runner:
         )
         tokens = to_device(torch.cat([item.tokens for item in items]), self.device)
         positions = self._long([p for item in items for p in item.positions])[None]
-        if items[0].features is None:
-            self.family.prefill_tokens(tokens, positions, kv)
-        else:  # a family plans every clause with features or none
+        features = None  # a family plans every clause with features or none
+        if items[0].features is not None:
             features = to_device(torch.cat([item.features for item in items]), self.device)
-            self.family.prefill_tokens(tokens, positions, kv, features=features)
+        self.family.prefill_tokens(tokens, positions, kv, features=features)
 
     @staticmethod
     def _clause_text(item: PrefillItem) -> str:

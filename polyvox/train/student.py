@@ -128,7 +128,7 @@ class StudentFlowLM(FlowLM):
             self.prior_proj = nn.Linear(config.latent_channels, self.d_model, bias=False)
             nn.init.zeros_(self.prior_proj.weight)
 
-    @property
+    @property  # type: ignore[override]
     def needs_features(self) -> bool:
         return self.prior_proj is not None
 
@@ -136,9 +136,9 @@ class StudentFlowLM(FlowLM):
                    features: torch.Tensor | None = None) -> torch.Tensor:
         """tokens [..., T] (+ features [..., T, 192], the teacher's raw prior means) ->
         [..., T, d_model]."""
-        embedded = self.conditioner(tokens)
         if self.prior_proj is None:
-            return embedded
+            return super().embed_text(tokens, features)
+        embedded = self.conditioner(tokens)
         if features is None:
             raise ValueError("this student reads the teacher's prior mean per token: "
                              "pass features")
@@ -233,10 +233,7 @@ def teacher_forcing(flow_lm: FlowLM, batch: Batch) -> tuple[torch.Tensor, torch.
     """The backbone over whole sequences, as FlowLM.prefill + FlowLM.step compute it one
     position at a time: (head conditioning [B, T, d], EOS logits [B, T])."""
     latents = torch.where(torch.isnan(batch.latents_in), flow_lm.bos_emb, batch.latents_in)
-    if isinstance(flow_lm, StudentFlowLM) and flow_lm.needs_features:
-        text = flow_lm.embed_text(batch.tokens, batch.features)  # [B, T, d]
-    else:
-        text = flow_lm.embed_text(batch.tokens)
+    text = flow_lm.embed_text(batch.tokens, batch.features if flow_lm.needs_features else None)
     x = torch.where(batch.is_text[..., None], text, flow_lm.input_linear(latents))
     hidden = flow_lm.out_norm(flow_lm.transformer(x, batch.positions, NoCache()))
     if flow_lm.z_proj is not None:

@@ -231,10 +231,7 @@ class StudentFamily(FlowLMStages):
         """Generate one clause into `kv` (the engine's EOS rule); returns [S, D]."""
         plan_after = self.student.frames_after_eos if params.frames_after_eos is None \
             else params.frames_after_eos
-        features = self.text_features(ids.tolist())
-        embedded = (self.flow_lm.embed_text(ids) if features is None
-                    else self.flow_lm.embed_text(ids, features))  # type: ignore[call-arg]
-        self.flow_lm.prefill(embedded[None], kv.next_positions(len(ids)), kv)
+        self.prefill_tokens(ids, kv.next_positions(len(ids)), kv, self.text_features(ids.tolist()))
         kv.commit()
         latent = torch.full((1, self.latent_dim), float("nan"))
         frames: list[torch.Tensor] = []

@@ -77,8 +77,13 @@ class FlowLM(nn.Module):
 
     # --- conditioning embeddings -------------------------------------------------------
 
-    def embed_text(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens [T] -> [T, d_model]."""
+    needs_features = False  # per-token inputs beside the ids (the distilled student's)
+
+    def embed_text(self, tokens: torch.Tensor,
+                   features: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens [T] -> [T, d_model]. This FlowLM reads no per-token features."""
+        if features is not None:
+            raise ValueError("this FlowLM reads no per-token features")
         return self.conditioner(tokens)
 
     def embed_voice(self, voice_latents: torch.Tensor) -> torch.Tensor:
@@ -135,11 +140,7 @@ class FlowLMStages:
                        features: torch.Tensor | None = None) -> None:
         """tokens [N] packed, positions [1, N] (features [N, F], if the FlowLM reads
         per-token features: the student's): write their KV."""
-        if features is None:
-            embeddings = self.flow_lm.embed_text(tokens)
-        else:
-            embeddings = self.flow_lm.embed_text(tokens, features)  # type: ignore[call-arg]
-        self.flow_lm.prefill(embeddings[None], positions, kv)
+        self.flow_lm.prefill(self.flow_lm.embed_text(tokens, features)[None], positions, kv)
 
     @torch.no_grad()
     def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
