@@ -87,10 +87,10 @@ class StudentFamily(FlowLMStages):
     #: the engine's default of 50 text pieces. Chunks are in AR steps (4 teacher frames,
     #: ~46 ms): each chunk pays for the decoder's context either side (the flow's 42
     #: frames, HiFi-GAN's 10) whatever its size, so no chunk is shorter than 8 steps
-    #: after a 6-step first one (long enough to cover the second), and chunks grow long
-    #: as the listener's buffer does (measured: docs/perf.md, session 6).
+    #: (~370 ms), the first included (a shorter first one left 2 streams short of real
+    #: time), and chunks grow long as the listener's buffer does (docs/perf.md, session 6).
     preferred_engine_settings = {"chaining": "pocket",  # see the module docstring
-                                 "max_clause_tokens": 350, "first_chunk_frames": 6,
+                                 "max_clause_tokens": 350, "first_chunk_frames": 8,
                                  "min_chunk_frames": 8, "chunk_frames": 8,
                                  "max_chunk_frames": 32}
 

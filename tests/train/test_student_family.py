@@ -57,7 +57,7 @@ def test_each_clause_gets_a_fresh_context_unless_told_to_chain(family) -> None:
     assert EngineConfig(chaining="chained").for_family(family).chaining == "chained"
     settings = EngineConfig().for_family(family)
     assert (settings.first_chunk_frames, settings.min_chunk_frames, settings.chunk_frames,
-            settings.max_chunk_frames) == (6, 8, 8, 32)
+            settings.max_chunk_frames) == (8, 8, 8, 32)
 
 
 def test_batched_equals_one_at_a_time_and_offline(family) -> None:
