@@ -63,14 +63,7 @@ def check_device(device: str) -> None:
 def _load(name: str, weights: str | None, tokenizer: str | None, seed: int,
           device: str) -> Any:
     if name == "pocket/joe-ar":
-        try:  # its text front, flow and decoder are the Piper teacher's
-            import onnxruntime  # noqa: F401
-
-            from polyvox.models.piper.phonemes import Phonemizer  # noqa: F401
-        except ImportError as error:
-            raise ValueError(
-                f"model {name} needs the Piper extra: pip install 'polyvox[piper]' ({error})"
-            ) from None
+        _require_piper_extra(name)  # its text front, flow and decoder are the teacher's
         from polyvox.train.student_family import load_student_family
 
         return load_student_family(weights=weights, seed=seed, device=device)
@@ -80,14 +73,21 @@ def _load(name: str, weights: str | None, tokenizer: str | None, seed: int,
         return load_pocket(name[7:], weights=weights, tokenizer=tokenizer, seed=seed,
                            device=device)
     if name == "piper/joe" or name.startswith("piper:"):
-        try:
-            from polyvox.models.piper.family import PiperFamily
-            from polyvox.models.piper.model import PiperModel
-        except ImportError as error:
-            raise ValueError(
-                f"model {name} needs the Piper extra: pip install 'polyvox[piper]' ({error})"
-            ) from None
+        _require_piper_extra(name)
+        from polyvox.models.piper.family import PiperFamily
+        from polyvox.models.piper.model import PiperModel
+
         return PiperFamily(PiperModel.load(None if name == "piper/joe" else name[6:],
                                            device=device))
     raise ValueError(f"unknown model {name!r}: use piper/joe, piper:<voice.onnx>, "
                      "pocket/<config> or pocket:<config.yaml> (see `polyvox models`)")
+
+
+def _require_piper_extra(name: str) -> None:
+    """A clear error when the Piper extra (onnxruntime, espeak-ng phonemizer) is missing."""
+    try:
+        import polyvox.models.piper.family  # noqa: F401
+    except ImportError as error:
+        raise ValueError(
+            f"model {name} needs the Piper extra: pip install 'polyvox[piper]' ({error})"
+        ) from None
