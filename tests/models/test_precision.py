@@ -8,6 +8,7 @@ from torch import nn
 
 from polyvox.config import EngineConfig
 from polyvox.engine.engine import Engine, run_to_completion
+from polyvox.models.layers import precision
 from polyvox.models.layers.precision import lower_precision, parse_precision
 from polyvox.models.pocket.model import GenerationParams
 from polyvox.models.registry import load_model
@@ -34,6 +35,29 @@ def test_lowered_layers_run_in_bfloat16_and_stay_close() -> None:
     assert out.dtype == torch.float32  # activations stay float32 around the layers
     assert 0 < rel_error(out, expected) < 2e-2  # changed, but only by bfloat16 rounding
     assert lower_precision(net, torch.bfloat16) == 3  # idempotent: still the same layers
+
+
+@pytest.mark.skipif(not precision._CAN_PACK, reason="no oneDNN prepacked bf16 linear here")
+def test_prepacked_bfloat16_linear_matches_the_plain_one_and_follows_weight_changes() -> None:
+    torch.manual_seed(1)
+    layer = nn.Linear(96, 160)
+    lower_precision(layer, torch.bfloat16)
+    x = torch.randn(7, 3, 96)
+    plain = nn.functional.linear(x.bfloat16(), layer.weight, layer.bias).float()
+    with torch.no_grad():
+        packed = layer(x)
+    assert layer._packed is not None  # the prepacked path ran
+    assert rel_error(packed, plain) < 1e-2  # same products; only the rounding order may differ
+    with torch.no_grad():  # an in-place weight update (e.g. load_state_dict) is seen
+        layer.weight.mul_(-1)
+        flipped = layer(x)
+    plain = nn.functional.linear(x.bfloat16(), layer.weight, layer.bias).float()
+    assert rel_error(flipped, plain) < 1e-2
+    assert "_packed" not in layer.state_dict()  # checkpoints keep the plain weight
+    layer.weight.requires_grad_(True)  # training: the differentiable plain path
+    out = layer(x)
+    out.sum().backward()
+    assert layer.weight.grad is not None
 
 
 def test_unknown_precision_and_unsupported_family_are_refused() -> None:

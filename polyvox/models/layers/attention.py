@@ -162,12 +162,16 @@ class ContiguousKV:
 
 
 class WindowKV:
-    """Keys and values of the last `window` steps, in tensors of fixed shape per request.
+    """Keys and values of a sliding attention window, in tensors of fixed shape per request.
 
     Used for the Mimi decoder's streaming transformer: its attention only looks `context`
     steps back, so a request's state never grows. The state lives in a dict (the
-    request's decoder state) under `prefix`: k, v [B, window, H, D], pos [B, window]
-    (-1 = empty).
+    request's decoder state) under `prefix`: k, v [B, W, H, D], pos [B, W] (-1 = empty).
+    They are a ring: the key of absolute position p lives at index p % W, written in place,
+    so a call moves only its new keys (no copy of the window). A call may add at most
+    W - context + 1 steps (`max_new_steps`): then every key its queries may see is still
+    in the ring. Keys in ring order are not in position order; attention masks by
+    position, so that does not matter.
     """
 
     allowed: torch.Tensor | None = None
@@ -176,17 +180,20 @@ class WindowKV:
         self.state = state
         self.prefix = prefix
 
+    @staticmethod
+    def max_new_steps(window: int, context: int) -> int:
+        return window - context + 1
+
     def write_and_read(
         self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         name = f"{self.prefix}{layer}"
-        old_k, old_v = self.state[f"{name}.k"], self.state[f"{name}.v"]
-        old_pos = self.state[f"{name}.pos"]
-        keys = torch.cat([old_k, k], dim=1)
-        values = torch.cat([old_v, v], dim=1)
-        key_positions = torch.cat([old_pos, positions], dim=1)
-        window = old_k.shape[1]
-        self.state[f"{name}.k"] = keys[:, -window:]
-        self.state[f"{name}.v"] = values[:, -window:]
-        self.state[f"{name}.pos"] = key_positions[:, -window:]
-        return keys, values, key_positions
+        ring_k, ring_v = self.state[f"{name}.k"], self.state[f"{name}.v"]
+        ring_pos = self.state[f"{name}.pos"]
+        batch, steps = positions.shape
+        index = positions % ring_k.shape[1]  # [B, T]
+        rows = torch.arange(batch, device=positions.device)[:, None].expand(batch, steps)
+        ring_k[rows, index] = k.to(ring_k.dtype)
+        ring_v[rows, index] = v.to(ring_v.dtype)
+        ring_pos[rows, index] = positions
+        return ring_k, ring_v, ring_pos

@@ -78,9 +78,24 @@ class StreamingConvTranspose1d(nn.Module):
                                          groups=groups, bias=bias)
         self.stride = stride
         self.name = ""
+        self._kernel: tuple[tuple[object, ...], torch.Tensor] | None = None
 
     def state_shapes(self) -> dict[str, tuple[int, ...]]:
         return {f"{self.name}.prev": (self.convtr.in_channels, 1)}
+
+    def _polyphase_kernel(self, head: torch.Tensor, tail: torch.Tensor) -> torch.Tensor:
+        """[C_out * S, C_in, 2]: the kernel-2 conv's weight, rebuilt only when the weight
+        changes (new tensor, dtype, device or in-place update): copying it every call cost
+        ~4% of a small decoder call."""
+        weight = self.convtr.weight
+        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device)
+        if self._kernel is None or self._kernel[0] != key:
+            channels, stride = self.convtr.in_channels, self.stride
+            kernel = torch.stack([tail, head], dim=-1)  # [C_in, C_out, S, 2]
+            kernel = kernel.permute(1, 2, 0, 3).reshape(self.convtr.out_channels * stride,
+                                                        channels, 2)
+            self._kernel = (key, kernel.contiguous())
+        return self._kernel[1]
 
     def forward(self, x: torch.Tensor, state: DecoderState | None) -> torch.Tensor:
         # x [B, C_in, T] -> [B, C_out, T * stride]
@@ -100,8 +115,7 @@ class StreamingConvTranspose1d(nn.Module):
         head, tail = weight[..., :stride], weight[..., stride:]  # taps for x[t], x[t - 1]
         groups, out_channels = self.convtr.groups, self.convtr.out_channels
         if groups == 1:
-            kernel = torch.stack([tail, head], dim=-1)  # [C_in, C_out, S, 2]
-            kernel = kernel.permute(1, 2, 0, 3).reshape(out_channels * stride, channels, 2)
+            kernel = self._polyphase_kernel(head, tail)
             y = F.conv1d(extended.to(kernel.dtype), kernel).to(x.dtype)  # [B, C_out * S, T]
             y = y.view(batch, out_channels, stride, steps).transpose(2, 3)
         elif groups == channels == out_channels:  # depthwise: memory-bound

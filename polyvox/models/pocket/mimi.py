@@ -108,6 +108,8 @@ class SEANetDecoder(nn.Module):
 class ProjectedTransformer(nn.Module):
     """Channels-first wrapper: x [B, C_in, T] -> [B, C_out, T], optional in/out projections."""
 
+    STEPS_PER_CALL = 64  # most new steps one transformer call adds to a streaming state
+
     def __init__(self, cfg: MimiTransformerConfig) -> None:
         super().__init__()
         if len(cfg.output_dimensions) != 1:
@@ -126,13 +128,18 @@ class ProjectedTransformer(nn.Module):
             [nn.Identity() if out_dim == cfg.d_model else nn.Linear(cfg.d_model, out_dim, bias=False)]
         )
 
+    @property
+    def window(self) -> int:
+        """Ring size of the streaming state: the context plus room for a call's new steps."""
+        return self.context + self.STEPS_PER_CALL - 1
+
     def state_shapes(self, prefix: str) -> dict[str, tuple[int, ...]]:
         t = self.transformer
         shapes: dict[str, tuple[int, ...]] = {f"{prefix}offset": ()}
         for layer in range(t.num_layers):
-            kv_shape = (self.context, t.kv_heads, t.head_dim)
+            kv_shape = (self.window, t.kv_heads, t.head_dim)
             shapes |= {f"{prefix}{layer}.k": kv_shape, f"{prefix}{layer}.v": kv_shape,
-                       f"{prefix}{layer}.pos": (self.context,)}
+                       f"{prefix}{layer}.pos": (self.window,)}
         return shapes
 
     def forward(self, x: torch.Tensor, state: DecoderState | None, prefix: str) -> torch.Tensor:
@@ -144,9 +151,15 @@ class ProjectedTransformer(nn.Module):
             positions = steps[None].expand(x.shape[0], -1)
             y = self.transformer(x, positions, NoCache())
         else:
-            positions = state[f"{prefix}offset"][:, None] + steps
-            y = self.transformer(x, positions, WindowKV(state, prefix))
-            state[f"{prefix}offset"] = state[f"{prefix}offset"] + x.shape[1]
+            # NOTE: the window is a ring with room for STEPS_PER_CALL new steps (WindowKV);
+            # longer inputs go through in pieces, which a causal stack allows exactly.
+            pieces = []
+            for start in range(0, max(x.shape[1], 1), self.STEPS_PER_CALL):
+                piece = x[:, start: start + self.STEPS_PER_CALL]
+                positions = state[f"{prefix}offset"][:, None] + steps[:piece.shape[1]]
+                pieces.append(self.transformer(piece, positions, WindowKV(state, prefix)))
+                state[f"{prefix}offset"] = state[f"{prefix}offset"] + piece.shape[1]
+            y = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)
         return self.output_projs[0](y).transpose(1, 2)
 
 

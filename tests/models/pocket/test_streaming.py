@@ -77,3 +77,24 @@ def test_seed_decides_the_audio(model) -> None:
     other = model.synthesize(text, params=GenerationParams(temperature=0.7, seed=2))
     assert torch.equal(first, again)
     assert first.shape != other.shape or not torch.equal(first, other)
+
+
+def test_ring_window_streams_like_stateless_decoding(model) -> None:
+    """The decoder transformer's window is a ring written in place (WindowKV): chunks of
+    mixed sizes, some longer than one transformer call takes (STEPS_PER_CALL, so they go
+    through in pieces), wrap it many times and still equal decoding the whole input at
+    once without any state (attention masked to the context)."""
+    steps_per_frame = model.mimi.cfg.resample_stride
+    transformer = model.mimi.decoder_transformer
+    long_chunk = transformer.STEPS_PER_CALL // steps_per_frame + 2  # needs two pieces
+    sizes = [1, long_chunk, 2, 3, long_chunk, 1, 4]
+    frames = sum(sizes) * 2
+    assert frames * steps_per_frame > 3 * transformer.window  # the ring wraps
+    latents = _latents(model, frames)
+    reference = model.mimi.decode(model.flow_lm.denormalize(latents), None)
+    state = model.new_decoder_state()
+    pieces, start = [], 0
+    for size in sizes * 2:
+        pieces.append(model.decode(latents[:, start: start + size], state))
+        start += size
+    assert rel_error(torch.cat(pieces, dim=1), reference) <= 1e-5
