@@ -26,10 +26,12 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
                seed: int = 0, device: str = "cpu", precision: str = "float32") -> Any:
     """Load a model by name; raises ValueError with the known names when unknown.
     `precision` bfloat16 stores the matmul weights of Pocket models in bfloat16
-    (layers/precision.py): ~2x the streams on CPUs with AVX512-BF16, ~1e-2 from float32."""
+    (layers/precision.py): ~2x the streams on CPUs with AVX512-BF16, ~1e-2 from float32.
+    On CPU, the AR models' linear layers run on prepacked weights (PackedLinear)."""
     import torch
 
-    from polyvox.models.layers.precision import lower_precision, parse_precision
+    from polyvox.models.layers.precision import (lower_precision, parse_precision,
+                                                  prepack_linears)
 
     dtype = parse_precision(precision)
     check_device(device)
@@ -42,6 +44,11 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
             lower_precision(modules, dtype)
         else:
             raise ValueError(f"precision {precision} is not available for {name}")
+    if torch.device(device).type == "cpu":  # inference on CPU: prepacked linear weights
+        root = getattr(family, "modules", None)
+        root = getattr(family, "flow_lm", None) if root is None else root
+        if isinstance(root, torch.nn.Module):
+            prepack_linears(root)
     return family
 
 

@@ -10,6 +10,7 @@ from polyvox.config import EngineConfig
 from polyvox.engine.engine import Engine, run_to_completion
 from polyvox.models.layers import precision
 from polyvox.models.layers.precision import lower_precision, parse_precision
+from polyvox.models.pocket.loader import load_pocket
 from polyvox.models.pocket.model import GenerationParams
 from polyvox.models.registry import load_model
 
@@ -114,6 +115,29 @@ def test_bfloat16_engine_is_close_to_float32_and_batched_equals_single(pair) -> 
         reference = _engine(full)
         reference.add_request(text, "default", params[i], request_id="x")
         assert rel_error(alone, run_to_completion(reference)["x"]) <= 0.1
+
+
+def test_prepacked_float32_engine_matches_plain_linears_and_batched_equals_single(pair) -> None:
+    """load_model runs a Pocket model's linears on prepacked weights on CPU (PackedLinear);
+    the engine's audio stays that of plain nn.Linear layers, batched as one at a time."""
+    packed = pair[0]
+    plain = load_pocket("english_2m", seed=0)
+    if precision._CAN_PACK[torch.float32]:
+        assert any(type(m) is precision.PackedLinear for m in packed.modules.modules())
+    assert not any(isinstance(m, precision.PackedLinear) for m in plain.modules.modules())
+    params = [GenerationParams(temperature=0.5, seed=i) for i in range(len(TEXTS))]
+    engine = _engine(packed)
+    for i, text in enumerate(TEXTS):
+        engine.add_request(text, "default", params[i], request_id=f"r{i}")
+    batched = run_to_completion(engine)
+    for i, text in enumerate(TEXTS):
+        outputs = []
+        for family in (packed, plain):
+            single = _engine(family)
+            single.add_request(text, "default", params[i], request_id="x")
+            outputs.append(run_to_completion(single)["x"])
+        assert rel_error(batched[f"r{i}"], outputs[0]) <= 1e-4
+        assert rel_error(outputs[0], outputs[1]) <= 1e-4
 
 
 def test_mimi_decoder_in_bfloat16_runs_seanet_in_bfloat16_and_stays_close(pair) -> None:
