@@ -187,7 +187,7 @@ class Scheduler:
             size = self._chunk_size(slack, pending - lookahead)
             waits = self._waits_for_tick(slack)
             if waits is None:  # on the tick: what is ready, so the stream joins the phase
-                size = min(size, max(self.config.min_chunk_frames or 1, pending - lookahead))
+                size = min(size, max(self.config.min_chunk_frames, pending - lookahead))
             history = min(max_history, request.clause_frames_decoded)
             if request.clause_ends:  # a finished clause: no more frames will come for it
                 until_end = request.clause_ends[0] - request.frames_decoded

@@ -30,8 +30,7 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
     On CPU, the AR models' linear layers run on prepacked weights (PackedLinear)."""
     import torch
 
-    from polyvox.models.layers.precision import (lower_precision, parse_precision,
-                                                  prepack_linears)
+    from polyvox.models.layers.precision import lower_precision, parse_precision, prepack_linears
 
     dtype = parse_precision(precision)
     check_device(device)
@@ -45,10 +44,9 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
         else:
             raise ValueError(f"precision {precision} is not available for {name}")
     if torch.device(device).type == "cpu":  # inference on CPU: prepacked linear weights
-        root = getattr(family, "modules", None)
-        root = getattr(family, "flow_lm", None) if root is None else root
-        if isinstance(root, torch.nn.Module):
-            prepack_linears(root)
+        for root in (getattr(family, "modules", None), getattr(family, "flow_lm", None)):
+            if isinstance(root, torch.nn.Module):  # Pocket: both (flow_lm is in modules)
+                prepack_linears(root)
     return family
 
 

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 DECODER_CONTEXT_FRAMES = 10  # HiFi-GAN's reach either side (docs/piper.md)
 MIN_STEPS_BEFORE_EOS = 6  # the engine's rule (polyvox.engine.engine)
-VOCODER_CALL_FRAMES = 320  # frames per HiFi-GAN call (rows x window), as PiperFamily
 MAX_FRAMES_PER_ID = 4  # length cap: the teacher averages ~2.2 frames per id
 PADDING_SECONDS = 1.0
 
@@ -213,9 +212,9 @@ class StudentFamily(FlowLMStages):
         first = max(0, start - DECODER_CONTEXT_FRAMES)
         last = min(window.shape[2], start + steps * group + DECODER_CONTEXT_FRAMES)
         window = window[:, :, first:last]
-        # NOTE: on CPU HiFi-GAN slows sharply (~2x per frame) once a call's activations
-        # leave the cache, past ~320 frames: a big batch is run in row groups.
-        rows = max(1, VOCODER_CALL_FRAMES // window.shape[2])
+        # NOTE: a big batch goes through HiFi-GAN in row groups (HiFiGan.CALL_FRAMES); the
+        # engine's own split (decoder_batch_frames) counts the flow's wider window.
+        rows = max(1, self.hifigan.CALL_FRAMES // window.shape[2])
         audio = torch.cat([self.hifigan(window[i: i + rows])
                            for i in range(0, window.shape[0], rows)])
         hop = self.hifigan.hop_length  # per teacher frame

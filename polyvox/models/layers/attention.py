@@ -169,9 +169,9 @@ class WindowKV:
     request's decoder state) under `prefix`: k, v [B, W, H, D], pos [B, W] (-1 = empty).
     They are a ring: the key of absolute position p lives at index p % W, written in place,
     so a call moves only its new keys (no copy of the window). A call may add at most
-    W - context + 1 steps (`max_new_steps`): then every key its queries may see is still
-    in the ring. Keys in ring order are not in position order; attention masks by
-    position, so that does not matter.
+    W - context + 1 steps: then every key its queries may see is still in the ring. Keys
+    in ring order are not in position order; attention masks by position, so that does
+    not matter.
     """
 
     allowed: torch.Tensor | None = None
@@ -179,10 +179,6 @@ class WindowKV:
     def __init__(self, state: dict[str, torch.Tensor], prefix: str) -> None:
         self.state = state
         self.prefix = prefix
-
-    @staticmethod
-    def max_new_steps(window: int, context: int) -> int:
-        return window - context + 1
 
     def write_and_read(
         self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor

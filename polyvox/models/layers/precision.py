@@ -21,6 +21,12 @@ from torch import nn
 PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def weight_key(weight: torch.Tensor) -> tuple[object, ...]:
+    """Changes whenever a weight's values may have: a new tensor (another dtype or device
+    included) or an in-place update. Keys caches of tensors derived from a weight."""
+    return weight.data_ptr(), weight._version, weight.dtype, weight.device
+
+
 class PackedLinear(nn.Linear):
     """An nn.Linear that, on CPU and outside autograd, multiplies by a copy of its weight
     kept in oneDNN's blocked layout (made once, rebuilt when the weight changes).
@@ -45,7 +51,7 @@ class PackedLinear(nn.Linear):
         if (weight.device.type != "cpu" or not _CAN_PACK.get(weight.dtype, False)
                 or (torch.is_grad_enabled() and weight.requires_grad)):
             return None
-        key = (weight.data_ptr(), weight._version)
+        key = weight_key(weight)
         if self._packed is None or self._packed[0] != key:
             self._packed = (key, _pack_linear(weight.detach()))
         return self._packed[1]

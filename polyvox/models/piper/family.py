@@ -20,6 +20,7 @@ import torch
 from polyvox.models.base import ClausePlan, KVSpec
 from polyvox.models.piper.clause_latents import ClauseLatents
 from polyvox.models.piper.front import Sentence, Stage1Output, make_generator
+from polyvox.models.piper.hifigan import HiFiGan
 from polyvox.models.piper.model import PiperModel
 from polyvox.text.clauses import split_text
 
@@ -61,9 +62,7 @@ class PiperFamily:
     # clause ends at its first comma after 6 words, so that speech starts sooner.
     preferred_engine_settings = {"first_chunk_frames": 24, "chunk_frames": 32,
                                  "max_chunk_frames": 128, "first_clause_tokens": 6}
-    # HiFi-GAN on CPU runs ~1.5x faster per frame while one call's input stays under ~300
-    # frames (its activations fit the cache): bigger decode batches are split.
-    decoder_batch_frames = 320
+    decoder_batch_frames = HiFiGan.CALL_FRAMES  # bigger decode batches are split
 
     def __init__(self, model: PiperModel) -> None:
         self.model = model

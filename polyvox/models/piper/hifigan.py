@@ -57,6 +57,11 @@ class HiFiGanLayout:
 class HiFiGan(nn.Module):
     """Batched HiFi-GAN: [B, C, T] latents -> [B, T * hop_length] samples."""
 
+    # NOTE: on CPU a call runs ~1.5-2x faster per frame while its input stays under ~300
+    # frames (the activations fit the cache): callers split bigger batches into calls of
+    # at most this many frames (rows x window).
+    CALL_FRAMES = 320
+
     def __init__(self, layout: HiFiGanLayout, weights: dict[str, torch.Tensor]) -> None:
         super().__init__()
         self.layout = layout

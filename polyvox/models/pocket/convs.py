@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from polyvox.models.layers.precision import weight_key
+
 DecoderState = dict[str, torch.Tensor]
 
 
@@ -83,17 +85,22 @@ class StreamingConvTranspose1d(nn.Module):
     def state_shapes(self) -> dict[str, tuple[int, ...]]:
         return {f"{self.name}.prev": (self.convtr.in_channels, 1)}
 
-    def _polyphase_kernel(self, head: torch.Tensor, tail: torch.Tensor) -> torch.Tensor:
+    def _taps(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The weight's taps for x[t] and x[t - 1], each [C_in, C_out / groups, S]."""
+        weight, stride = self.convtr.weight, self.stride  # [C_in, C_out / groups, K]
+        if weight.shape[-1] < 2 * stride:
+            weight = F.pad(weight, (0, 2 * stride - weight.shape[-1]))
+        return weight[..., :stride], weight[..., stride:]
+
+    def _polyphase_kernel(self) -> torch.Tensor:
         """[C_out * S, C_in, 2]: the kernel-2 conv's weight, rebuilt only when the weight
-        changes (new tensor, dtype, device or in-place update): copying it every call cost
-        ~4% of a small decoder call."""
-        weight = self.convtr.weight
-        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device)
+        changes: building it every call cost ~4% of a small decoder call."""
+        key = weight_key(self.convtr.weight)
         if self._kernel is None or self._kernel[0] != key:
-            channels, stride = self.convtr.in_channels, self.stride
+            head, tail = self._taps()
             kernel = torch.stack([tail, head], dim=-1)  # [C_in, C_out, S, 2]
-            kernel = kernel.permute(1, 2, 0, 3).reshape(self.convtr.out_channels * stride,
-                                                        channels, 2)
+            kernel = kernel.permute(1, 2, 0, 3).reshape(self.convtr.out_channels * self.stride,
+                                                        self.convtr.in_channels, 2)
             self._kernel = (key, kernel.contiguous())
         return self._kernel[1]
 
@@ -109,16 +116,13 @@ class StreamingConvTranspose1d(nn.Module):
         extended = torch.cat([previous, x], dim=-1)  # [B, C_in, T + 1]: x[t - 1] at t
         # NOTE: the weight may be stored in a lower precision (layers/precision.py): the
         # products run in its dtype, the result comes back in the input's.
-        weight = self.convtr.weight  # [C_in, C_out / groups, K]
-        if weight.shape[-1] < 2 * stride:
-            weight = F.pad(weight, (0, 2 * stride - weight.shape[-1]))
-        head, tail = weight[..., :stride], weight[..., stride:]  # taps for x[t], x[t - 1]
         groups, out_channels = self.convtr.groups, self.convtr.out_channels
         if groups == 1:
-            kernel = self._polyphase_kernel(head, tail)
+            kernel = self._polyphase_kernel()
             y = F.conv1d(extended.to(kernel.dtype), kernel).to(x.dtype)  # [B, C_out * S, T]
             y = y.view(batch, out_channels, stride, steps).transpose(2, 3)
         elif groups == channels == out_channels:  # depthwise: memory-bound
+            head, tail = self._taps()
             y = (x[..., None] * head[:, 0, None].to(x.dtype)
                  + extended[..., :-1, None] * tail[:, 0, None].to(x.dtype))  # [B, C, T, S]
         else:
