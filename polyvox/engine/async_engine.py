@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from polyvox.engine.engine import Engine, EngineError
+from polyvox.engine.threads import single_threaded_openmp
 from polyvox.request import AudioChunk
 
 T = TypeVar("T")
@@ -29,12 +30,18 @@ class AsyncEngine:
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue[AudioChunk]]] = {}
         self._idle_wait = idle_wait
         self._thread: threading.Thread | None = None
+        self._restore_openmp: tuple[int, Callable[[], None]] | None = None
         self.step_error: BaseException | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the engine thread. The calling thread (usually the one that loaded the
+        model) gives up its OpenMP workers until stop(), so that the engine's parallel
+        regions keep spinning workers (polyvox/engine/threads.py)."""
         if self._thread is None:
+            if self._restore_openmp is None:
+                self._restore_openmp = (threading.get_ident(), single_threaded_openmp())
             self._thread = threading.Thread(target=self._loop, name="polyvox-engine", daemon=True)
             self._thread.start()
 
@@ -44,6 +51,9 @@ class AsyncEngine:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        if self._restore_openmp is not None and self._restore_openmp[0] == threading.get_ident():
+            self._restore_openmp[1]()
+            self._restore_openmp = None
 
     def _loop(self) -> None:
         while not self._stop.is_set():

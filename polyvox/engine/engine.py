@@ -229,8 +229,8 @@ class Engine:
             plan.prefills, self._first_piece_frames if self.config.clause_pieces else None)
         finished = time.perf_counter()
         if self.family.is_autoregressive:
-            costs.observe("prefill_token", finished - started,
-                          sum(int(item.tokens.shape[0]) for item in plan.prefills))
+            costs.observe_prefill(finished - started,
+                                  sum(int(item.tokens.shape[0]) for item in plan.prefills))
         else:
             costs.observe("prefill_clause", finished - started, len(plan.prefills))
         for item, start in zip(plan.prefills, prefilled):  # non-autoregressive families

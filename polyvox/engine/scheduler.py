@@ -58,18 +58,40 @@ class StageCosts:
     the audio the most pressed listener still has buffered."""
 
     WEIGHT = 0.2  # of the newest measurement
+    # NOTE: a packed prefill call costs a fixed part plus a part per token; the fixed part
+    # is counted as this many tokens' worth (pocket/english on 2 cores: ~10 ms + 0.55 ms
+    # per token, from 10 to 320 tokens), so that small prefills do not teach the
+    # scheduler that every token costs what a lone short clause's tokens did.
+    PREFILL_CALL_TOKENS = 16
 
     def __init__(self) -> None:
         self.prefill_clause = 0.05  # s per clause, non-autoregressive families (whole clause)
-        self.prefill_token = 0.0005  # s per packed prefill token (autoregressive)
+        self.prefill_token = 0.0005  # s per packed prefill token and call (autoregressive)
         self.step = 0.02  # s per batched AR step
         self.continue_frame = 0.0002  # s per latent frame of a clause's later pieces
         self.decode_frame = 0.0005  # s per frame of decoder input (window included)
+        self._warm: set[str] = set()  # stages measured at least once
 
     def observe(self, name: str, seconds: float, count: int) -> None:
-        if count > 0:
-            old = getattr(self, name)
-            setattr(self, name, (1 - self.WEIGHT) * old + self.WEIGHT * seconds / count)
+        if count <= 0:
+            return
+        if name not in self._warm:
+            # NOTE: a stage's first run is cold (kernels chosen, weights packed, buffers
+            # allocated) and can cost several times its usual; it would take the average
+            # many steps to forget it.
+            self._warm.add(name)
+            return
+        old = getattr(self, name)
+        setattr(self, name, (1 - self.WEIGHT) * old + self.WEIGHT * seconds / count)
+
+    def observe_prefill(self, seconds: float, tokens: int) -> None:
+        """One packed prefill call of `tokens` tokens (autoregressive families)."""
+        if tokens > 0:
+            self.observe("prefill_token", seconds, tokens + self.PREFILL_CALL_TOKENS)
+
+    def prefill_seconds(self, tokens: int) -> float:
+        """What a packed prefill call of `tokens` tokens should cost."""
+        return self.prefill_token * (tokens + self.PREFILL_CALL_TOKENS)
 
 
 class Scheduler:
@@ -84,6 +106,7 @@ class Scheduler:
         self.costs = StageCosts()
         self.step_budget = float("inf")  # seconds this step may take
         self.deadline = float("inf")  # this step should end by then (monotonic seconds)
+        self.prefill_deadline = float("inf")  # prefills beyond the first end by then
         self.starting = False  # this step: an admitted request awaits its first audio
         self.overloaded = False  # this step: a listener with frames to decode is behind
         self._committed = 0.0  # seconds of this step already given to urgent work
@@ -97,6 +120,7 @@ class Scheduler:
         self._admit()
         self.step_budget = self._step_budget()
         self.deadline = time.monotonic() + self.step_budget
+        self.prefill_deadline = time.monotonic() + self._prefill_budget()
         candidates = self.running
         if self.config.schedule == "interleaved" and self.running:
             self._turn %= len(self.running)
@@ -168,6 +192,24 @@ class Scheduler:
             return self.config.max_step_seconds
         return min(self.config.max_step_seconds,
                    max(0.0, min(on_time) - self.config.delivery_margin_seconds))
+
+    def _prefill_budget(self) -> float:
+        """Seconds this step's prefills may take. While requests wait for their first
+        audio, their clauses are packed into one call as far as the most pressed on-time
+        listener's buffer allows (at least `first_audio_step_seconds`, at most
+        `max_step_seconds`): a burst's last request hears its first audio far sooner than
+        with one clause per short step, and one packed call costs less per token. Otherwise
+        prefills share the step's deadline."""
+        if not self.starting:
+            return self.step_budget
+        now, rate = time.monotonic(), self.family.audio.sample_rate
+        on_time = [slack for r in self.running
+                   if r.status is Status.RUNNING and r.first_audio_time is not None
+                   and (slack := r.slack(now, rate)) >= 0]
+        config = self.config
+        spare = (min(on_time) - config.delivery_margin_seconds if on_time
+                 else config.max_step_seconds)
+        return min(config.max_step_seconds, max(config.first_audio_step_seconds, spare))
 
     def plan_decodes(self, candidates: list[Request] | None = None) -> list[DecodeItem]:
         lookahead = getattr(self.family, "decoder_lookahead", 0)
@@ -329,7 +371,8 @@ class Scheduler:
             if items and count > budget:
                 break
             spent = self.config.prefill_token_budget - budget + count
-            if items and not self._fits(self.costs.step + self.costs.prefill_token * spent):
+            if items and (time.monotonic() + self.costs.step + self.costs.prefill_seconds(spent)
+                          > self.prefill_deadline):
                 break
             self._start_clause_context(request)
             needed = request.table.blocks_needed(count, self.blocks.block_size)

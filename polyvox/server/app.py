@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from polyvox.engine.threads import single_threaded_openmp
 from polyvox.server import page, speech, voices, websocket
 from polyvox.server.auth import require_api_key
 from polyvox.server.catalog import OPENAI_MODELS
@@ -73,7 +74,7 @@ async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
     config = state.config
     try:
         served = await asyncio.to_thread(
-            load_served, config.model, weights=config.weights, tokenizer=config.tokenizer,
+            _load_served, config.model, weights=config.weights, tokenizer=config.tokenizer,
             config=config.engine, device=config.device, seed=config.seed,
             precision=config.precision)
         served.start()
@@ -92,6 +93,14 @@ async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
     state.admission.is_ready = True
     if on_ready is not None:
         on_ready(served)
+
+
+def _load_served(*args: Any, **kwargs: Any) -> Served:
+    """load_served on a helper thread, which then gives up its OpenMP workers: they would
+    slow the engine thread's parallel regions (polyvox/engine/threads.py)."""
+    served = load_served(*args, **kwargs)
+    single_threaded_openmp()
+    return served
 
 
 def _service_router(config: ServerConfig) -> APIRouter:

@@ -25,6 +25,7 @@ import soundfile
 import torch
 
 from polyvox.engine.engine import EngineError
+from polyvox.engine.threads import run_single_threaded
 from polyvox.models.pocket.voice import save_voice
 from polyvox.server.errors import APIError
 from polyvox.serving import Served, check_voice_id
@@ -67,7 +68,8 @@ class VoiceStore:
         for path in sorted(self.directory.glob("*.safetensors")):
             try:
                 check_voice_id(path.stem)
-                prefix = await asyncio.to_thread(self.served.voice_from_file, path)
+                prefix = await asyncio.to_thread(run_single_threaded,
+                                                 self.served.voice_from_file, path)
                 await self._register(path.stem, prefix)
             except (ValueError, EngineError, OSError) as error:
                 log.warning("skipping saved voice %s: %s", path, error)
@@ -97,7 +99,8 @@ class VoiceStore:
                 audio, sample_rate = self._decode(data)
                 seconds = round(len(audio) / sample_rate, 3)
                 try:
-                    prefix = await asyncio.to_thread(self.served.voice_from_audio,
+                    prefix = await asyncio.to_thread(run_single_threaded,
+                                                     self.served.voice_from_audio,
                                                      torch.from_numpy(audio), sample_rate,
                                                      voice_id)
                 except ValueError as error:
@@ -141,7 +144,8 @@ class VoiceStore:
             upload.write(data)
             upload.flush()
             try:
-                return await asyncio.to_thread(self.served.voice_from_file, Path(upload.name))
+                return await asyncio.to_thread(run_single_threaded, self.served.voice_from_file,
+                                               Path(upload.name))
             except Exception as error:  # noqa: BLE001 - any unreadable upload is a 400
                 raise APIError(400, f"not a usable voice state: {error}", param="file") from None
 

@@ -1,0 +1,102 @@
+"""Packing the first clauses of a burst of new requests, and the stage costs behind it.
+
+Requests that arrive together are prefilled in one packed call as far as the listeners
+already playing can wait (up to `max_step_seconds`), not one clause per short step: the
+burst's last request hears its first audio sooner. What the scheduler believes a prefill
+costs is learned from the engine's timings, without the first (cold) run, with a fixed
+part per call.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import make_engine, params
+
+from polyvox.engine.engine import run_to_completion
+from polyvox.engine.scheduler import StageCosts
+
+CLAUSE = "The quick brown fox jumps over the lazy dog."
+
+
+def _record_prefills(engine) -> list[int]:
+    """Wrap the runner: how many clauses each prefill call packed."""
+    sizes: list[int] = []
+    prefill = engine.runner.prefill
+
+    def recording(items, *args, **kwargs):
+        if items:
+            sizes.append(len(items))
+        return prefill(items, *args, **kwargs)
+
+    engine.runner.prefill = recording
+    return sizes
+
+
+def _costs_for_two_clauses_in(engine, seconds: float) -> None:
+    """Stage costs under which two of CLAUSE's prefills take `seconds`, three more than
+    max_step_seconds (CLAUSE has more than 8 tokens), and an AR step nothing."""
+    tokens = engine.family.count_tokens(CLAUSE)
+    assert tokens > 8
+    costs = engine.scheduler.costs
+    costs.step = 0.0
+    costs.prefill_token = seconds / (2 * tokens + StageCosts.PREFILL_CALL_TOKENS)
+    assert costs.prefill_seconds(3 * tokens) > engine.config.max_step_seconds
+
+
+def test_a_burst_packs_its_first_clauses_beyond_the_first_audio_step(model) -> None:
+    engine = make_engine(model)
+    config = engine.config
+    assert config.first_audio_step_seconds < 0.2 < config.max_step_seconds
+    _costs_for_two_clauses_in(engine, 0.2)
+    sizes = _record_prefills(engine)
+    for index in range(3):
+        engine.add_request(CLAUSE, "default", params(index), request_id=f"r{index}")
+    engine.step()
+    # Nobody is listening yet: two clauses fit in max_step_seconds (with a one-clause step
+    # budget, only the first would have run).
+    assert sizes == [2]
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+
+
+@pytest.mark.parametrize("buffered, packed", [(0.2, 1), (1.0, 2)])
+def test_listeners_already_playing_bound_the_packing(model, buffered: float,
+                                                     packed: int) -> None:
+    """A listener with 0.2 s buffered leaves the step 0.15 s (one clause); one with 1 s
+    leaves max_step_seconds (two clauses)."""
+    engine = make_engine(model)
+    engine.add_request(CLAUSE, "default", params(9, eos_threshold=float("inf")),
+                       request_id="playing")
+    playing = engine.requests["playing"]
+    while playing.first_audio_time is None:
+        engine.step()
+    for index in range(3):
+        engine.add_request(CLAUSE, "default", params(index), request_id=f"r{index}")
+    _costs_for_two_clauses_in(engine, 0.2)
+    rate = model.audio.sample_rate
+    playing.first_audio_time = time.monotonic() + buffered - playing.audio_seconds(rate)
+    sizes = _record_prefills(engine)
+    engine.step()
+    assert sizes[:1] == [packed]
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+
+
+def test_stage_costs_forget_the_cold_run_and_price_a_call_and_its_tokens() -> None:
+    costs = StageCosts()
+    prior = costs.step
+    costs.observe("step", 5.0, 1)  # the first, cold run: kernels chosen, buffers allocated
+    assert costs.step == prior
+    costs.observe("step", 0.03, 1)
+    assert prior < costs.step < 0.03
+
+    def measured(tokens: int) -> float:  # a fixed part and a part per token
+        return 0.010 + 0.00055 * tokens
+
+    for _ in range(60):
+        for tokens in (10, 40, 320):
+            costs.observe_prefill(measured(tokens), tokens)
+    for tokens in (10, 40, 320):
+        assert costs.prefill_seconds(tokens) == pytest.approx(measured(tokens), rel=0.3)
