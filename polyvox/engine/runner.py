@@ -15,7 +15,7 @@ from polyvox.engine.decoder_pool import DecoderSlotPool
 from polyvox.engine.graphs import DecodeGraphs, StepGraphs, to_device
 from polyvox.engine.kv_cache import PagedKVCache
 from polyvox.models.base import ModelFamily
-from polyvox.models.layers.paged_attention import PagedKV, packed_allowed, pad_rows
+from polyvox.models.layers.paged_attention import PagedKV, packed_segments, pad_rows
 from polyvox.request import Request
 
 
@@ -172,9 +172,8 @@ class Runner:
             write_slots=self._long([s for item in items for s in item.slots]),
             read_slots=self._long([s for row in read_slots for s in row])[None],
             read_positions=self._long([p for row in read_positions for p in row])[None],
-            allowed=packed_allowed([len(item.slots) for item in items],
-                                   [len(row) for row in read_slots]).to(self.device,
-                                                                        non_blocking=True),
+            segments=packed_segments([len(item.slots) for item in items],
+                                     [len(row) for row in read_slots]),
             workspace=self._gather_buffers(1, num_keys),
         )
         tokens = to_device(torch.cat([item.tokens for item in items]), self.device)

@@ -42,6 +42,9 @@ def apply_rope(x: torch.Tensor, table: tuple[torch.Tensor, torch.Tensor]) -> tor
     return rotated.to(x.dtype).view(batch, steps, heads, head_dim)
 
 
+Segment = tuple[int, int, int, int]  # queries [q0, q1) and the keys [k0, k1) they may see
+
+
 def attend(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -50,14 +53,24 @@ def attend(
     k_positions: torch.Tensor,
     context: int | None = None,
     allowed: torch.Tensor | None = None,
+    segments: list[Segment] | None = None,
 ) -> torch.Tensor:
     """Causal attention by absolute position.
 
     q [B, T, H, D]; k, v [B, S, Hkv, D] with H a multiple of Hkv (grouped-query);
     q_positions [B, T]; k_positions [B, S] (-1 = empty). A query sees keys at positions
     <= its own, and with `context` only the last `context` of them; `allowed` [B, T, S]
-    further restricts which keys each query may see (packed sequences). Returns [B, T, H, D].
+    further restricts which keys each query may see (packed sequences). `segments` says
+    the same for a packed row more cheaply: queries [q0, q1) see only keys [k0, k1), so
+    each segment is attended on its own and no product across segments is computed.
+    Returns [B, T, H, D].
     """
+    if segments is not None:
+        return torch.cat([
+            attend(q[:, q0:q1], k[:, k0:k1], v[:, k0:k1], q_positions[:, q0:q1],
+                   k_positions[:, k0:k1], context, None if allowed is None
+                   else allowed[:, q0:q1, k0:k1])
+            for q0, q1, k0, k1 in segments], dim=1)
     delta = q_positions[:, :, None] - k_positions[:, None, :]  # [B, T, S]
     mask = (k_positions[:, None, :] >= 0) & (delta >= 0)
     if context is not None:
@@ -79,6 +92,8 @@ class KVStore(Protocol):
 
     #: [B, T, S] which keys each query may see beyond causality (packed batches), or None.
     allowed: torch.Tensor | None
+    #: packed rows: each segment's queries see only its keys (see `attend`), or None.
+    segments: list[Segment] | None
 
     def write_and_read(
         self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
@@ -92,6 +107,7 @@ class NoCache:
     """Stateless: queries attend within the call only (offline encoding, training)."""
 
     allowed: torch.Tensor | None = None
+    segments: list[Segment] | None = None
 
     def write_and_read(
         self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
@@ -107,6 +123,7 @@ class ContiguousKV:
     """
 
     allowed: torch.Tensor | None = None
+    segments: list[Segment] | None = None
 
     def __init__(self, num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype,
                  device: torch.device, capacity: int = 64) -> None:
@@ -175,6 +192,7 @@ class WindowKV:
     """
 
     allowed: torch.Tensor | None = None
+    segments: list[Segment] | None = None
 
     def __init__(self, state: dict[str, torch.Tensor], prefix: str) -> None:
         self.state = state

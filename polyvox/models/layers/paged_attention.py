@@ -6,13 +6,17 @@ Two shapes of call:
 - decode: B requests, one new token each. x [B, 1, d]; each row reads its own slots,
   padded to the longest row with position -1.
 - packed prefill: R requests' new tokens concatenated in one row, x [1, N, d], no padding;
-  keys of all R requests are read side by side and `allowed` keeps each query to its own
-  request's keys.
+  keys of all R requests are read side by side and each query sees only its own request's
+  keys: `segments` (each request attended on its own; what the engine uses) or the
+  reference `allowed` mask over the whole row (the same result, with every product across
+  requests computed and masked).
 """
 
 from __future__ import annotations
 
 import torch
+
+from polyvox.models.layers.attention import Segment
 
 
 class PagedKV:
@@ -26,10 +30,12 @@ class PagedKV:
     def __init__(self, k_cache: torch.Tensor, v_cache: torch.Tensor, write_slots: torch.Tensor,
                  read_slots: torch.Tensor, read_positions: torch.Tensor,
                  allowed: torch.Tensor | None = None,
-                 workspace: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+                 workspace: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 segments: list[Segment] | None = None) -> None:
         self.k_cache, self.v_cache = k_cache, v_cache  # [L, slots, Hkv, D]
         self.write_slots, self.read_slots = write_slots, read_slots
         self.read_positions, self.allowed = read_positions, allowed
+        self.segments = segments
         # Reused gather buffers [B * S, Hkv, D]: a fresh multi-MB tensor per layer costs
         # page faults that dwarf the copy itself. Safe because a layer's keys are dead
         # once its attention has run.
@@ -67,3 +73,12 @@ def packed_allowed(query_lengths: list[int], key_lengths: list[int]) -> torch.Te
                                           torch.tensor(query_lengths))
     key_owner = torch.repeat_interleave(torch.arange(len(key_lengths)), torch.tensor(key_lengths))
     return (query_owner[:, None] == key_owner[None, :])[None]
+
+
+def packed_segments(query_lengths: list[int], key_lengths: list[int]) -> list[Segment]:
+    """(q0, q1, k0, k1) per packed request: its queries and keys in the packed row."""
+    segments, query, key = [], 0, 0
+    for queries, keys in zip(query_lengths, key_lengths, strict=True):
+        segments.append((query, query + queries, key, key + keys))
+        query, key = query + queries, key + keys
+    return segments

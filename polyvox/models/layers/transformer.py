@@ -37,7 +37,8 @@ class SelfAttention(nn.Module):
         q = apply_rope(q, rope)
         k = apply_rope(k, rope)
         keys, values, key_positions = kv.write_and_read(layer, k, v, positions)
-        out = attend(q, keys, values, positions, key_positions, self.context, kv.allowed)
+        out = attend(q, keys, values, positions, key_positions, self.context, kv.allowed,
+                     kv.segments)
         return self.out_proj(out.reshape(batch, steps, query_dim))
 
 

@@ -1,0 +1,52 @@
+"""Packed prefill attention: per-request segments against the reference mask.
+
+A packed row holds several requests' new tokens; each query may see only its own
+request's keys. `attend` with `segments` computes each request on its own; the reference
+masks the whole row with `packed_allowed`. Both must equal attending each request alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from polyvox.models.layers.attention import attend
+from polyvox.models.layers.paged_attention import packed_allowed, packed_segments
+
+
+def _packed_row(query_lengths: list[int], key_lengths: list[int], heads: int, kv_heads: int,
+                generator: torch.Generator):
+    """Random q, k, v of requests side by side; request r's queries are its last
+    query_lengths[r] keys (new tokens after a context of earlier ones)."""
+    dim = 16
+    q = torch.randn(1, sum(query_lengths), heads, dim, generator=generator)
+    k = torch.randn(1, sum(key_lengths), kv_heads, dim, generator=generator)
+    v = torch.randn(1, sum(key_lengths), kv_heads, dim, generator=generator)
+    q_positions = torch.cat([torch.arange(keys - queries, keys)
+                             for queries, keys in zip(query_lengths, key_lengths)])[None]
+    k_positions = torch.cat([torch.arange(keys) for keys in key_lengths])[None]
+    return q, k, v, q_positions, k_positions
+
+
+@pytest.mark.parametrize("heads, kv_heads, context", [(4, 4, None), (4, 2, None), (2, 1, 5)])
+def test_segments_equal_the_mask_and_each_request_alone(heads, kv_heads, context) -> None:
+    generator = torch.Generator().manual_seed(0)
+    query_lengths, key_lengths = [5, 3, 7, 1], [9, 3, 12, 6]
+    q, k, v, q_pos, k_pos = _packed_row(query_lengths, key_lengths, heads, kv_heads, generator)
+    masked = attend(q, k, v, q_pos, k_pos, context,
+                    allowed=packed_allowed(query_lengths, key_lengths))
+    segments = packed_segments(query_lengths, key_lengths)
+    segmented = attend(q, k, v, q_pos, k_pos, context, segments=segments)
+    alone = torch.cat([attend(q[:, q0:q1], k[:, k0:k1], v[:, k0:k1], q_pos[:, q0:q1],
+                              k_pos[:, k0:k1], context) for q0, q1, k0, k1 in segments], dim=1)
+    torch.testing.assert_close(segmented, masked, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(segmented, alone, rtol=0, atol=0)
+    # The mask matters: without it, queries would see other requests' keys.
+    unmasked = attend(q, k, v, q_pos, k_pos, context)
+    assert not torch.allclose(unmasked, masked, atol=1e-3)
+
+
+def test_segments_cover_the_row_in_order() -> None:
+    assert packed_segments([2, 3], [4, 3]) == [(0, 2, 0, 4), (2, 5, 4, 7)]
+    with pytest.raises(ValueError):
+        packed_segments([2, 3], [4])
