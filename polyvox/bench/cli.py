@@ -122,7 +122,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     def row_for(records: list[Any], wall: float, mode: str, concurrency: int) -> dict[str, Any]:
         return summarize(records, wall, mode, concurrency, args.ttfa_slo_ms, flops,
-                         ceilings.matmul_gflops)
+                         ceilings.matmul_gflops, ceilings.model_dtype_matmul_gflops)
 
     modes = [m for m in args.modes.split(",") if m]
     concurrencies = _ints(args.concurrency)
@@ -178,7 +178,9 @@ def run_bench(args: argparse.Namespace) -> int:
     ratios = _ratios(rows)
     for name, value in ratios.items():
         console.print(f"{name}: {value:.2f}")
-    limit = physics.realtime_stream_limit(flops, ceilings.matmul_gflops) if flops else None
+    # NOTE: the limit takes the machine's best matmul (bfloat16 where the model runs in it):
+    # efficiency follows the fp32 definition, the limit must not flatter the engine.
+    limit = physics.realtime_stream_limit(flops, ceilings.best_matmul_gflops) if flops else None
     if capacity is not None:
         console.print(f"real-time capacity: {capacity} streams"
                       + (f" (physical limit ~{limit:.0f})" if limit else ""))

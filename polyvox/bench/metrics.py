@@ -130,6 +130,7 @@ def summarize(
     ttfa_slo_ms: float,
     flops_per_audio_second: float | None = None,
     ceiling_gflops: float | None = None,
+    model_dtype_ceiling_gflops: float | None = None,
 ) -> dict[str, Any]:
     """One report row for a group of requests run in `wall_seconds`.
 
@@ -137,8 +138,9 @@ def summarize(
     throughput counts all audio received; viability is the fraction of all requests that
     are viable (a failed request is not). Goodput counts finished requests with TTFA <=
     `ttfa_slo_ms` and no underrun, per wall second. With the model's FLOPs per audio
-    second and the machine's matmul ceiling, the row also holds the achieved model
-    GFLOP/s and the efficiency (their ratio).
+    second and the machine's fp32 matmul ceiling, the row also holds the achieved model
+    GFLOP/s and the efficiency (their ratio, as ../shared/BENCHMARKS.md defines it); with
+    the ceiling in the model's own precision (bfloat16 runs), `efficiency_model_dtype`.
 
     Requests a server refused (429/503, `RequestRecord.is_rejected`) started no stream:
     they count in `requests` and, for records from a server, in `rejected`, but in no
@@ -190,6 +192,8 @@ def summarize(
         row["model_gflops_per_s"] = achieved / 1e9
         if ceiling_gflops:
             row["efficiency"] = achieved / (ceiling_gflops * 1e9)
+        if model_dtype_ceiling_gflops:
+            row["efficiency_model_dtype"] = achieved / (model_dtype_ceiling_gflops * 1e9)
     return row
 
 

@@ -112,26 +112,34 @@ class MachineCeilings:
     """The measured limits of this machine on `threads` threads."""
 
     threads: int
-    matmul_gflops: float  # large square matmul (2048^3) in matmul_dtype
+    matmul_gflops: float  # large square fp32 matmul (2048^3): efficiency's denominator
     gemm16_gflops: float  # 16 rows x 4096x4096 weight
     gemv_gflops: float  # 1 row x 4096x4096 weight
     weight_bandwidth_gbs: float  # weight bytes streamed per second by the 1-row case
-    matmul_dtype: str = "float32"
+    model_dtype: str = "float32"  # the precision the model runs in
+    model_dtype_matmul_gflops: float | None = None  # the same matmul in model_dtype
 
-    def to_dict(self) -> dict[str, float]:
+    @property
+    def best_matmul_gflops(self) -> float:
+        """The most this machine's matmuls deliver in the model's precision or fp32."""
+        return max(self.matmul_gflops, self.model_dtype_matmul_gflops or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))
 
 
 def measure_ceilings(threads: int, repeats: int = 5, weight_size: int = 4096,
                      dtype: torch.dtype = torch.float32, device: str = "cpu") -> MachineCeilings:
-    """The ceilings on `threads` threads (or on the GPU `device`); the big matmul in
-    `dtype` (the precision the model runs in, so that efficiency compares like with like),
-    the rest in float32."""
+    """The ceilings on `threads` threads (or on the GPU `device`), in float32 as
+    ../shared/BENCHMARKS.md defines efficiency; with another model `dtype`, the big matmul
+    in that dtype as well (efficiency against it compares like with like)."""
     gemv_seconds = _gemm_seconds(threads, 1, weight_size, repeats, device)
     return MachineCeilings(
         threads=threads,
-        matmul_gflops=matmul_ceiling(threads, repeats=repeats, dtype=dtype, device=device),
-        matmul_dtype=str(dtype).removeprefix("torch."),
+        matmul_gflops=matmul_ceiling(threads, repeats=repeats, device=device),
+        model_dtype=str(dtype).removeprefix("torch."),
+        model_dtype_matmul_gflops=None if dtype == torch.float32 else matmul_ceiling(
+            threads, repeats=repeats, dtype=dtype, device=device),
         gemm16_gflops=gemv_ceiling(threads, 16, weight_size, repeats, device),
         gemv_gflops=2 * weight_size**2 / gemv_seconds / 1e9,
         weight_bandwidth_gbs=4 * weight_size**2 / gemv_seconds / 1e9,

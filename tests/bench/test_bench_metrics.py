@@ -124,6 +124,11 @@ def test_summarize() -> None:
     assert row["chunk_viability"] == pytest.approx(3 / 5)
     assert row["goodput"] == 0.25  # only "smooth" meets TTFA <= 600 ms with no underrun
     assert row["efficiency"] == pytest.approx(row["audio_throughput"])
+    assert "efficiency_model_dtype" not in row  # an fp32 model: one ceiling
+    both = summarize(records, 4.0, "batched", 2, 600, flops_per_audio_second=1e9,
+                     ceiling_gflops=1.0, model_dtype_ceiling_gflops=4.0)
+    assert both["efficiency"] == pytest.approx(row["efficiency"])  # fp32, as BENCHMARKS.md
+    assert both["efficiency_model_dtype"] == pytest.approx(row["efficiency"] / 4)
     # a looser SLO does not forgive the underrun
     assert summarize(records, 4.0, "batched", 2, ttfa_slo_ms=5000)["goodput"] == 0.25
 

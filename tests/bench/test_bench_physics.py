@@ -116,4 +116,10 @@ def test_ceilings_run_and_restore_threads() -> None:
     ceilings = measure_ceilings(1, repeats=1, weight_size=512)
     assert ceilings.threads == 1 and ceilings.weight_bandwidth_gbs > 0
     assert set(ceilings.to_dict()) >= {"matmul_gflops", "gemm16_gflops", "gemv_gflops"}
+    assert ceilings.model_dtype == "float32" and ceilings.model_dtype_matmul_gflops is None
+    assert ceilings.best_matmul_gflops == ceilings.matmul_gflops
+    lowered = measure_ceilings(1, repeats=1, weight_size=512, dtype=torch.bfloat16)
+    assert lowered.model_dtype == "bfloat16" and lowered.model_dtype_matmul_gflops > 0
+    assert lowered.best_matmul_gflops == max(lowered.matmul_gflops,
+                                             lowered.model_dtype_matmul_gflops)
     assert torch.get_num_threads() == threads
