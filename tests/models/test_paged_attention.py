@@ -50,3 +50,28 @@ def test_segments_cover_the_row_in_order() -> None:
     assert packed_segments([2, 3], [4, 3]) == [(0, 2, 0, 4), (2, 5, 4, 7)]
     with pytest.raises(ValueError):
         packed_segments([2, 3], [4])
+
+
+def test_write_kv_stores_what_a_full_forward_stores() -> None:
+    """A prefill never reads the transformer's output: write_kv skips the last layer's
+    attention and feed-forward but must leave the very same keys and values."""
+    from polyvox.models.layers.attention import ContiguousKV
+    from polyvox.models.layers.transformer import Transformer
+
+    torch.manual_seed(0)
+    stack = Transformer(d_model=32, num_heads=4, num_layers=3, ffn_dim=64, max_period=100.0,
+                        kv_heads=2, layer_scale=0.1).eval()
+    x = torch.randn(1, 7, 32)
+    stores = [ContiguousKV(3, 2, 8, torch.float32, torch.device("cpu")) for _ in range(2)]
+    with torch.no_grad():
+        for kv in stores:  # a context first, then the prefill under test on top of it
+            stack(torch.randn(1, 4, 32, generator=torch.Generator().manual_seed(1)),
+                  kv.next_positions(4), kv)
+            kv.commit()
+        stack(x, stores[0].next_positions(7), stores[0])
+        stack.write_kv(x, stores[1].next_positions(7), stores[1])
+    for kv in stores:
+        kv.commit()
+    (k_full, v_full), (k_kv, v_kv) = stores[0].prefix(), stores[1].prefix()
+    assert k_full.shape == (3, 11, 2, 8)
+    assert torch.equal(k_full, k_kv) and torch.equal(v_full, v_kv)

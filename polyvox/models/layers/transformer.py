@@ -29,17 +29,27 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor, kv: KVStore,
                 layer: int, rope: RopeTable) -> torch.Tensor:
         batch, steps, _ = x.shape  # [B, T, d_model]
+        q, k, v = self._project(x, rope)
+        keys, values, key_positions = kv.write_and_read(layer, k, v, positions)
+        out = attend(q, keys, values, positions, key_positions, self.context, kv.allowed,
+                     kv.segments)
+        return self.out_proj(out.reshape(batch, steps, self.num_heads * self.head_dim))
+
+    def write_kv(self, x: torch.Tensor, positions: torch.Tensor, kv: KVStore,
+                 layer: int, rope: RopeTable) -> None:
+        """Only store this layer's keys and values for x (no attention, no output)."""
+        _, k, v = self._project(x, rope)
+        kv.write_and_read(layer, k, v, positions)
+
+    def _project(self, x: torch.Tensor, rope: RopeTable
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        batch, steps, _ = x.shape
         projected = self.in_proj(x)
         query_dim = self.num_heads * self.head_dim
         q = projected[..., :query_dim].view(batch, steps, self.num_heads, self.head_dim)
         kv_new = projected[..., query_dim:].view(batch, steps, 2, self.kv_heads, self.head_dim)
         k, v = kv_new.unbind(dim=2)
-        q = apply_rope(q, rope)
-        k = apply_rope(k, rope)
-        keys, values, key_positions = kv.write_and_read(layer, k, v, positions)
-        out = attend(q, keys, values, positions, key_positions, self.context, kv.allowed,
-                     kv.segments)
-        return self.out_proj(out.reshape(batch, steps, query_dim))
+        return apply_rope(q, rope), apply_rope(k, rope), v
 
 
 class LayerScale(nn.Module):
@@ -96,3 +106,14 @@ class Transformer(nn.Module):
         for index, layer in enumerate(self.layers):
             x = layer(x, positions, kv, index, rope)
         return x
+
+    def write_kv(self, x: torch.Tensor, positions: torch.Tensor, kv: KVStore) -> None:
+        """Store the keys and values of x [B, T, d_model] at `positions`, as forward()
+        does, for callers that never read the output (prefills): the last layer stops
+        once its keys and values are written, skipping its attention, output projection
+        and feed-forward (with 6 layers, 1/8 of the matmuls)."""
+        rope = rope_table(positions, self.head_dim, self.max_period)
+        *head, last = self.layers
+        for index, layer in enumerate(head):
+            x = layer(x, positions, kv, index, rope)
+        last.self_attn.write_kv(last.norm1(x), positions, kv, len(head), rope)

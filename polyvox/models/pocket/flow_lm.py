@@ -100,7 +100,7 @@ class FlowLM(nn.Module):
 
         Prefill outputs are never sampled from: generation starts with a BOS step.
         """
-        self.transformer(embeddings, positions, kv)
+        self.transformer.write_kv(embeddings, positions, kv)
 
     def step(
         self,
