@@ -85,6 +85,12 @@ class EngineConfig:
     delivery_margin_seconds: float = 0.05
     # While a request waits for its first audio, a step takes at most about this long.
     first_audio_step_seconds: float = 0.15
+    # An autoregressive request that has waited this long for its first audio takes its
+    # first chunk as soon as `min_chunk_frames` are ready, not `first_chunk_frames`: under
+    # a burst its first audio comes a step sooner, from a smaller decoder call. A lone
+    # request on an idle engine is quicker than this and keeps the larger first chunk.
+    # None: always `first_chunk_frames`.
+    first_audio_wait_seconds: float | None = 0.1
     max_step_seconds: float = 0.25  # decoder work beyond this waits for the next step
     # Families that can (Piper) compute a request's first clause in pieces: the first
     # chunk's frames at once, the rest in a later step (sooner first audio, ~8 ms more work).
@@ -119,6 +125,8 @@ class EngineConfig:
         if self.graphs != "off" and self.batch_buckets[-1] < self.max_running:
             raise ValueError(f"the largest batch bucket ({self.batch_buckets[-1]}) must hold "
                              f"max_running ({self.max_running}) streams")
+        if self.first_audio_wait_seconds is not None and self.first_audio_wait_seconds < 0:
+            raise ValueError("first_audio_wait_seconds must be >= 0 (or None)")
         if self.context_window < 2 * self.block_size:
             raise ValueError("context_window must cover at least two KV blocks")
 

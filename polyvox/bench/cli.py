@@ -13,7 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from polyvox.bench.metrics import is_within_capacity, search_capacity, summarize
+from polyvox.bench.metrics import (
+    CAPACITY_TTFA_FACTOR,
+    is_within_capacity,
+    search_capacity,
+    summarize,
+)
 from polyvox.config import EngineConfig, add_device_arguments, device_settings
 
 
@@ -129,6 +134,7 @@ def run_bench(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     all_records: list[Any] = []
     capacity: int | None = None
+    probes: list[dict[str, Any]] = []
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("benchmark", total=len(modes) * len(concurrencies))
         for mode in modes:
@@ -152,7 +158,7 @@ def run_bench(args: argparse.Namespace) -> int:
                     rows.append(row_for(records, wall, mode, 0) | {"rate": args.rate})
                     all_records.extend(records)
                 if args.capacity and mode == "batched":
-                    capacity = await _capacity(served, texts, args, row_for)
+                    capacity = await _capacity(served, texts, args, row_for, probes)
 
             asyncio.run(run_mode())
             served.stop()
@@ -182,6 +188,14 @@ def run_bench(args: argparse.Namespace) -> int:
     # efficiency follows the fp32 definition, the limit must not flatter the engine.
     limit = physics.realtime_stream_limit(flops, ceilings.best_matmul_gflops) if flops else None
     if capacity is not None:
+        for probe in probes:
+            ttfa, viable = probe["ttfa_p90_ms"], probe["viability"]
+            console.print(f"  capacity probe c={probe['concurrency']}: "
+                          f"{'pass' if probe['passed'] else 'fail'} (TTFA p90 "
+                          f"{'-' if ttfa is None else f'{ttfa:.0f}'} ms, limit "
+                          f"{probe['ttfa_limit_ms']:.0f}; viable "
+                          f"{'-' if viable is None else f'{viable:.0%}'}, "
+                          f"{probe['underruns']} underruns)")
         console.print(f"real-time capacity: {capacity} streams"
                       + (f" (physical limit ~{limit:.0f})" if limit else ""))
     payload = {
@@ -189,7 +203,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "device": args.device, "graphs": device["graphs"], "overlap": device["overlap"],
         "machine": ceilings.to_dict(),
         "flops_per_audio_second": flops, "physical_stream_limit": limit,
-        "rows": rows, "ratios": ratios, "capacity": capacity,
+        "rows": rows, "ratios": ratios, "capacity": capacity, "capacity_probes": probes,
     }
     if args.json_path:
         report.write_json(args.json_path, payload)
@@ -198,13 +212,21 @@ def run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _capacity(served: Any, texts: Any, args: argparse.Namespace, row_for: Any) -> int:
-    """Largest concurrency with every stream viable and TTFA p90 <= 3x single-stream."""
+async def _capacity(served: Any, texts: Any, args: argparse.Namespace, row_for: Any,
+                    probes: list[dict[str, Any]]) -> int:
+    """Largest concurrency with every stream viable and TTFA p90 <= 3x single-stream.
+    Each run of the search is appended to `probes` (the JSON's `capacity_probes`)."""
     from polyvox.bench.driver import closed_loop
 
     async def passes(concurrency: int, reference: float) -> bool:
         records, wall = await closed_loop(served, texts, concurrency, args.requests, "capacity")
-        return is_within_capacity(row_for(records, wall, "capacity", concurrency), reference)
+        row = row_for(records, wall, "capacity", concurrency)
+        passed = is_within_capacity(row, reference)
+        probes.append({"concurrency": concurrency, "passed": passed,
+                       "ttfa_p90_ms": row["ttfa_p90_ms"], "ttfa_limit_ms":
+                       CAPACITY_TTFA_FACTOR * reference, "viability": row["viability"],
+                       "underruns": row["underruns"]})
+        return passed
 
     records, wall = await closed_loop(served, texts, 1, args.requests, "capacity")
     reference = row_for(records, wall, "capacity", 1)["ttfa_p50_ms"]

@@ -170,11 +170,15 @@ def _attention(heads: int, head_dim: int, keys: int) -> float:
 
 def backbone_flops_per_token(cfg: BackboneConfig, context: int) -> float:
     """One token through the FlowLM transformer, attending to `context` keys."""
-    d, kv_width = cfg.d_model, cfg.kv_heads * cfg.head_dim
-    per_layer = (_linear(d, cfg.query_dim + 2 * kv_width) + _linear(cfg.query_dim, d)
-                 + _linear(d, cfg.ffn_dim) + _linear(cfg.ffn_dim, d)
+    per_layer = (_in_proj_flops(cfg) + _linear(cfg.query_dim, cfg.d_model)
+                 + _linear(cfg.d_model, cfg.ffn_dim) + _linear(cfg.ffn_dim, cfg.d_model)
                  + _attention(cfg.num_heads, cfg.head_dim, context))  # grouped KV: H queries
     return cfg.num_layers * per_layer
+
+
+def _in_proj_flops(cfg: BackboneConfig) -> float:
+    """A layer's fused query/key/value projection for one token."""
+    return _linear(cfg.d_model, cfg.query_dim + 2 * cfg.kv_heads * cfg.head_dim)
 
 
 def sampler_head_flops(config: PocketConfig) -> float:
@@ -210,10 +214,13 @@ def flow_lm_step_flops(config: PocketConfig, context: int = DEFAULT_CONTEXT,
 
 
 def prefill_flops_per_token(config: PocketConfig, context: int = DEFAULT_CONTEXT) -> float:
-    """One text token prefilled: its embedding projection (low-rank tables) + backbone."""
+    """One text token prefilled: its embedding projection (low-rank tables) + the backbone
+    up to the last layer's keys and values (`Transformer.write_kv`: no prefill reads the
+    output, so the last layer stops after its in_proj)."""
     table, backbone = config.flow_lm.lookup_table, config.flow_lm.transformer
     embed = _linear(table.rank, backbone.d_model) if table.rank is not None else 0.0
-    return embed + backbone_flops_per_token(backbone, context)
+    full_layer = backbone_flops_per_token(backbone, context) / backbone.num_layers
+    return embed + (backbone.num_layers - 1) * full_layer + _in_proj_flops(backbone)
 
 
 def _mimi_transformer_flops(cfg: MimiTransformerConfig) -> float:

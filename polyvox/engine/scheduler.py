@@ -11,12 +11,14 @@ on-time listener has buffered, short (`first_audio_step_seconds`) while a reques
 for its first audio, never over `max_step_seconds`. Work costs come from the engine's own
 timings (`StageCosts`). Prefills beyond the first and decoder chunks that do not fit wait
 a step, except chunks for listeners who would run dry before the next step ends. Chunks
-start small (time to first audio) and grow while a listener's buffer allows (bigger chunks
-cost less per frame); under overload (a stream already behind) nobody is protected and
-chunks are the largest. Autoregressive streams with time to spare decode on a shared tick
-(every `chunk_frames` AR steps, batched mode): each AR step gives every stream one frame,
-so on the tick they all hold a full chunk and decode in one batch, instead of one call per
-stream as each reaches a chunk at its own phase (a decoder call has a large fixed cost).
+start small (time to first audio; an autoregressive request already kept waiting
+`first_audio_wait_seconds` takes whatever frames are ready) and grow while a listener's
+buffer allows (bigger chunks cost less per frame); under overload (a stream already
+behind) nobody is protected and chunks are the largest. Autoregressive streams with time
+to spare decode on a shared tick (every `chunk_frames` AR steps, batched mode): each AR
+step gives every stream one frame, so on the tick they all hold a full chunk and decode in
+one batch, instead of one call per stream as each reaches a chunk at its own phase (a
+decoder call has a large fixed cost).
 A non-autoregressive family may start a request's first clause in pieces (the first
 chunk's frames only); the rest of the clause is planned like a decoder chunk: first when
 its listener would run dry soon, else once no request awaits first audio.
@@ -227,6 +229,8 @@ class Scheduler:
             if self.starting and slack is not None and slack > self.config.defer_slack_seconds:
                 continue
             size = self._chunk_size(slack, pending - lookahead)
+            if slack is None and self._first_audio_overdue(request, now):
+                size = min(size, max(self.config.min_chunk_frames, pending - lookahead))
             waits = self._waits_for_tick(slack)
             if waits is None:  # on the tick: what is ready, so the stream joins the phase
                 size = min(size, max(self.config.min_chunk_frames, pending - lookahead))
@@ -245,6 +249,13 @@ class Scheduler:
             if pending >= size + lookahead and not waits:
                 items.append(DecodeItem(request, size, lookahead, history))
         return self._within_deadline(items, now, rate)
+
+    def _first_audio_overdue(self, request: Request, now: float) -> bool:
+        """Whether an autoregressive request has waited `first_audio_wait_seconds` for its
+        first audio (then its first chunk is whatever is ready)."""
+        wait = self.config.first_audio_wait_seconds
+        return (self.family.is_autoregressive and wait is not None
+                and now - request.arrival >= wait)
 
     def _waits_for_tick(self, slack: float | None) -> bool | None:
         """Whether a stream's regular chunk waits for the decode tick (module docstring):

@@ -1,10 +1,11 @@
-"""Packing the first clauses of a burst of new requests, and the stage costs behind it.
+"""First audio under a burst of new requests.
 
 Requests that arrive together are prefilled in one packed call as far as the listeners
 already playing can wait (up to `max_step_seconds`), not one clause per short step: the
 burst's last request hears its first audio sooner. What the scheduler believes a prefill
 costs is learned from the engine's timings, without the first (cold) run, with a fixed
-part per call.
+part per call. A request that has already waited `first_audio_wait_seconds` takes its
+first chunk as soon as a frame is ready.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import make_engine, params
+import torch
+from conftest import make_engine, params, rel_error
 
 from polyvox.engine.engine import run_to_completion
 from polyvox.engine.scheduler import StageCosts
@@ -100,3 +102,27 @@ def test_stage_costs_forget_the_cold_run_and_price_a_call_and_its_tokens() -> No
             costs.observe_prefill(measured(tokens), tokens)
     for tokens in (10, 40, 320):
         assert costs.prefill_seconds(tokens) == pytest.approx(measured(tokens), rel=0.3)
+
+
+# NOTE: "waited" shifts the request's arrival; -60 s keeps it fresh however slow the box.
+@pytest.mark.parametrize("waited, first_frames", [(-60.0, 2), (10.0, 1)])
+def test_a_request_kept_waiting_hears_its_first_frame_at_once(model, waited: float,
+                                                              first_frames: int) -> None:
+    """A first chunk is 2 frames, unless the request has waited `first_audio_wait_seconds`
+    already: then it is the one frame ready. The audio is the same either way."""
+    audio = {}
+    for wait in (None, 0.1):
+        engine = make_engine(model, first_chunk_frames=2, chunk_frames=4,
+                             first_audio_wait_seconds=wait)
+        engine.add_request(CLAUSE, "default", params(5, eos_threshold=float("inf")),
+                           request_id="r")
+        engine.requests["r"].arrival -= waited
+        chunks = []
+        while not chunks:
+            chunks = [chunk for chunk in engine.step() if chunk.samples.numel()]
+        expected = first_frames if wait is not None else 2
+        assert chunks[0].samples.numel() == expected * model.audio.samples_per_frame
+        rest = run_to_completion(engine)
+        audio[wait] = torch.cat([chunks[0].samples, rest["r"]])
+        assert engine.is_idle() and engine.check_integrity()
+    assert rel_error(audio[0.1], audio[None]) <= 1e-5
