@@ -25,7 +25,6 @@ from polyvox.bench.records import (  # noqa: E402
     records_to_json,
 )
 from polyvox.bench.remote import connect_client  # noqa: E402
-from polyvox.bench.workloads import run_closed_loop  # noqa: E402
 from polyvox.cli import build_parser  # noqa: E402
 
 TEXT = "Please remember to water the tomatoes before you leave for the weekend."
