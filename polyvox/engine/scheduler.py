@@ -181,19 +181,25 @@ class Scheduler:
         No step is planned longer than `max_step_seconds`, so a request that arrives while
         the engine is busy waits little."""
         now, rate = time.monotonic(), self.family.audio.sample_rate
-        slacks = [r.slack(now, rate) for r in self.running
-                  if r.status is Status.RUNNING and r.first_audio_time is not None
-                  and r.pending_latents]
         self.overloaded = any(r.first_audio_time is not None and r.pending_latents
                               and r.slack(now, rate) < 0 for r in self.running)
         self.starting = any(r.first_audio_time is None and r.has_work for r in self.running)
         if self.starting:
             return self.config.first_audio_step_seconds  # new requests first
-        on_time = [slack for slack in slacks if slack >= 0]
-        if not on_time:
+        least = self._least_on_time_slack(now, with_frames_only=True)
+        if least is None:
             return self.config.max_step_seconds
         return min(self.config.max_step_seconds,
-                   max(0.0, min(on_time) - self.config.delivery_margin_seconds))
+                   max(0.0, least - self.config.delivery_margin_seconds))
+
+    def _least_on_time_slack(self, now: float, with_frames_only: bool) -> float | None:
+        """The least audio buffered by a running listener who is on time (optionally only
+        those with frames waiting for the decoder); None when there is none."""
+        rate = self.family.audio.sample_rate
+        return min((slack for r in self.running
+                    if r.status is Status.RUNNING and r.first_audio_time is not None
+                    and (r.pending_latents or not with_frames_only)
+                    and (slack := r.slack(now, rate)) >= 0), default=None)
 
     def _prefill_budget(self) -> float:
         """Seconds this step's prefills may take. While requests wait for their first
@@ -204,13 +210,10 @@ class Scheduler:
         prefills share the step's deadline."""
         if not self.starting:
             return self.step_budget
-        now, rate = time.monotonic(), self.family.audio.sample_rate
-        on_time = [slack for r in self.running
-                   if r.status is Status.RUNNING and r.first_audio_time is not None
-                   and (slack := r.slack(now, rate)) >= 0]
         config = self.config
-        spare = (min(on_time) - config.delivery_margin_seconds if on_time
-                 else config.max_step_seconds)
+        least = self._least_on_time_slack(time.monotonic(), with_frames_only=False)
+        spare = (config.max_step_seconds if least is None
+                 else least - config.delivery_margin_seconds)
         return min(config.max_step_seconds, max(config.first_audio_step_seconds, spare))
 
     def plan_decodes(self, candidates: list[Request] | None = None) -> list[DecodeItem]:
@@ -229,10 +232,10 @@ class Scheduler:
             if self.starting and slack is not None and slack > self.config.defer_slack_seconds:
                 continue
             size = self._chunk_size(slack, pending - lookahead)
-            if slack is None and self._first_audio_overdue(request, now):
-                size = min(size, max(self.config.min_chunk_frames, pending - lookahead))
             waits = self._waits_for_tick(slack)
-            if waits is None:  # on the tick: what is ready, so the stream joins the phase
+            # NOTE: on the tick a stream takes what is ready, so that it joins the phase;
+            # so does a first chunk already overdue (`_first_audio_overdue`).
+            if waits is None or (slack is None and self._first_audio_overdue(request, now)):
                 size = min(size, max(self.config.min_chunk_frames, pending - lookahead))
             history = min(max_history, request.clause_frames_decoded)
             if request.clause_ends:  # a finished clause: no more frames will come for it
