@@ -17,6 +17,8 @@ exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 PY=${PYTHON:-python3}
 BUDGET=${GPU_CHECK_SECONDS:-470}  # all steps together
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+# Tokenizers for the random-weight models, trained by scripts/gpu_wheels.sh.
+[ -d .gpu-wheels/tokenizers ] && export POLYVOX_TOKENIZER_DIR=$PWD/.gpu-wheels/tokenizers
 
 echo "== polyvox gpu_check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \

@@ -13,4 +13,12 @@ python3 -m pip download --quiet --dest .gpu-wheels --only-binary=:all: \
   --python-version "$PY_VERSION" --implementation cp --abi "cp${PY_VERSION/./}" \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform any "${PACKAGES[@]}"
+# The random-weight models' tokenizer is trained from wordfreq's English list, a 57 MB
+# wheel that does not fit the carry: train it here, gpu_check.sh points the loader at it.
+PYTHON=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
+POLYVOX_TOKENIZER_DIR=.gpu-wheels/tokenizers "$PYTHON" -c "
+from polyvox.models.pocket.local_tokenizer import train_local_tokenizer
+for kind in ('sentencepiece', 'tokenizers'):
+    train_local_tokenizer(kind=kind)
+"
 du -sh .gpu-wheels

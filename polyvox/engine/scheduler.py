@@ -13,8 +13,8 @@ timings (`StageCosts`). Prefills beyond the first and decoder chunks that do not
 a step, except chunks for listeners who would run dry before the next step ends. Chunks
 start small (time to first audio; an autoregressive request already kept waiting
 `first_audio_wait_seconds` takes whatever frames are ready) and grow while a listener's
-buffer allows (bigger chunks cost less per frame); under overload (a stream already
-behind) nobody is protected and chunks are the largest. Autoregressive streams with time
+buffer allows (bigger chunks cost less per frame); under overload (more than a quarter
+of the listeners already behind) nobody is protected and chunks are the largest. Autoregressive streams with time
 to spare decode on a shared tick (every `chunk_frames` AR steps, batched mode): each AR
 step gives every stream one frame, so on the tick they all hold a full chunk and decode in
 one batch, instead of one call per stream as each reaches a chunk at its own phase (a
@@ -97,6 +97,8 @@ class StageCosts:
 
 
 class Scheduler:
+    OVERLOAD_SHARE = 0.25
+
     def __init__(self, config: EngineConfig, family: ModelFamily, blocks: BlockManager,
                  slots: DecoderSlotPool, runner: Runner) -> None:
         self.config, self.family = config, family
@@ -110,7 +112,8 @@ class Scheduler:
         self.deadline = float("inf")  # this step should end by then (monotonic seconds)
         self.prefill_deadline = float("inf")  # prefills beyond the first end by then
         self.starting = False  # this step: an admitted request awaits its first audio
-        self.overloaded = False  # this step: a listener with frames to decode is behind
+        # this step: more than OVERLOAD_SHARE of the listeners with frames to decode are behind
+        self.overloaded = False
         self._committed = 0.0  # seconds of this step already given to urgent work
         self._ar_steps = 0  # AR steps planned so far: the decode tick's clock
         self._stepping = False  # whether the last plan had AR steps (the clock runs)
@@ -181,8 +184,11 @@ class Scheduler:
         No step is planned longer than `max_step_seconds`, so a request that arrives while
         the engine is busy waits little."""
         now, rate = time.monotonic(), self.family.audio.sample_rate
-        self.overloaded = any(r.first_audio_time is not None and r.pending_latents
-                              and r.slack(now, rate) < 0 for r in self.running)
+        listening = [r for r in self.running
+                     if r.first_audio_time is not None and r.has_work]
+        behind = sum(1 for r in listening if r.pending_latents and r.slack(now, rate) < 0)
+        # NOTE: one straggler does not make an overload: the others stay protected.
+        self.overloaded = behind > self.OVERLOAD_SHARE * len(listening)
         self.starting = any(r.first_audio_time is None and r.has_work for r in self.running)
         if self.starting:
             return self.config.first_audio_step_seconds  # new requests first

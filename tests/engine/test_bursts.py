@@ -126,3 +126,27 @@ def test_a_request_kept_waiting_hears_its_first_frame_at_once(model, waited: flo
         audio[wait] = torch.cat([chunks[0].samples, rest["r"]])
         assert engine.is_idle() and engine.check_integrity()
     assert rel_error(audio[0.1], audio[None]) <= 1e-5
+
+
+@pytest.mark.parametrize("num_behind, overloaded", [(0, False), (1, False), (2, True)])
+def test_one_straggler_does_not_unprotect_the_others(model, num_behind: int,
+                                                     overloaded: bool) -> None:
+    """Under overload (a listener behind with frames to decode) nobody's chunk is put
+    first. One stream a little behind among four is no overload: the on-time listeners
+    keep their protection. More than a quarter of them behind is."""
+    engine = make_engine(model, first_chunk_frames=1, chunk_frames=8, max_chunk_frames=8)
+    for index in range(4):
+        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
+                           request_id=f"r{index}")
+    streams = [engine.requests[f"r{index}"] for index in range(4)]
+    while not all(s.first_audio_time is not None and s.pending_latents for s in streams):
+        engine.step()
+    rate = model.audio.sample_rate
+    now = time.monotonic()
+    for index, stream in enumerate(streams):
+        buffered = -0.1 if index < num_behind else 1.0
+        stream.first_audio_time = now + buffered - stream.audio_seconds(rate)
+    engine.scheduler._step_budget()
+    assert engine.scheduler.overloaded is overloaded
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
