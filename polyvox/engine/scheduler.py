@@ -14,11 +14,11 @@ a step, except chunks for listeners who would run dry before the next step ends.
 start small (time to first audio; an autoregressive request already kept waiting
 `first_audio_wait_seconds` takes whatever frames are ready) and grow while a listener's
 buffer allows (bigger chunks cost less per frame); under overload (more than a quarter
-of the listeners already behind) nobody is protected and chunks are the largest. Autoregressive streams with time
-to spare decode on a shared tick (every `chunk_frames` AR steps, batched mode): each AR
-step gives every stream one frame, so on the tick they all hold a full chunk and decode in
-one batch, instead of one call per stream as each reaches a chunk at its own phase (a
-decoder call has a large fixed cost).
+of the listeners already behind) nobody is protected and chunks are the largest.
+Autoregressive streams with time to spare decode on a shared tick (every `chunk_frames`
+AR steps, batched mode): each AR step gives every stream one frame, so on the tick they
+all hold a full chunk and decode in one batch, instead of one call per stream as each
+reaches a chunk at its own phase (a decoder call has a large fixed cost).
 A non-autoregressive family may start a request's first clause in pieces (the first
 chunk's frames only); the rest of the clause is planned like a decoder chunk: first when
 its listener would run dry soon, else once no request awaits first audio.
