@@ -87,7 +87,8 @@ class EngineConfig:
     first_audio_step_seconds: float = 0.15
     # An autoregressive request that has waited this long for its first audio takes its
     # first chunk as soon as `min_chunk_frames` are ready, not `first_chunk_frames`: under
-    # a burst its first audio comes a step sooner, from a smaller decoder call. A lone
+    # a burst its first audio comes a step sooner, from a smaller decoder call (the others
+    # awaiting first audio then take theirs in the same call). A lone
     # request on an idle engine is quicker than this and keeps the larger first chunk.
     # None: always `first_chunk_frames`.
     first_audio_wait_seconds: float | None = 0.1

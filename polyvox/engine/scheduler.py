@@ -227,8 +227,13 @@ class Scheduler:
         max_history = getattr(self.family, "decoder_history", 0)
         now = time.monotonic()
         rate = self.family.audio.sample_rate
+        requests = candidates if candidates is not None else self.running
+        # NOTE: requests of one burst take their first chunk together: once the longest
+        # waiting of them is overdue, all take what is ready (one decoder call, one phase).
+        overdue = any(r.first_audio_time is None and r.pending_latents
+                      and self._first_audio_overdue(r, now) for r in requests)
         items = []
-        for request in candidates if candidates is not None else self.running:
+        for request in requests:
             pending = len(request.pending_latents)
             if request.decoder_slot is None or not pending:
                 continue
@@ -240,8 +245,8 @@ class Scheduler:
             size = self._chunk_size(slack, pending - lookahead)
             waits = self._waits_for_tick(slack)
             # NOTE: on the tick a stream takes what is ready, so that it joins the phase;
-            # so does a first chunk already overdue (`_first_audio_overdue`).
-            if waits is None or (slack is None and self._first_audio_overdue(request, now)):
+            # so do first chunks once one of them is overdue (`_first_audio_overdue`).
+            if waits is None or (slack is None and overdue):
                 size = min(size, max(self.config.min_chunk_frames, pending - lookahead))
             history = min(max_history, request.clause_frames_decoded)
             if request.clause_ends:  # a finished clause: no more frames will come for it

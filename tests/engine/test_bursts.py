@@ -150,3 +150,26 @@ def test_one_straggler_does_not_unprotect_the_others(model, num_behind: int,
     assert engine.scheduler.overloaded is overloaded
     run_to_completion(engine)
     assert engine.is_idle() and engine.check_integrity()
+
+
+def test_a_burst_takes_its_first_chunks_together(model) -> None:
+    """Requests that arrived a moment apart: once the first of them has waited
+    `first_audio_wait_seconds`, all that await first audio take the frame that is ready
+    in the same step (one decoder call), not 2-frame chunks a step later for the others."""
+    engine = make_engine(model, first_chunk_frames=2, chunk_frames=4,
+                         first_audio_wait_seconds=0.1)
+    for index in range(3):
+        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
+                           request_id=f"r{index}")
+    # r0 has waited long; r1 and r2 stay fresh however slow the box (arrival moved ahead).
+    engine.requests["r0"].arrival -= 10.0
+    for index in (1, 2):
+        engine.requests[f"r{index}"].arrival += 60.0
+    firsts: dict[str, int] = {}
+    while len(firsts) < 3:
+        for chunk in engine.step():
+            if chunk.samples.numel() and chunk.request_id not in firsts:
+                firsts[chunk.request_id] = chunk.samples.numel()
+    assert set(firsts.values()) == {model.audio.samples_per_frame}
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
