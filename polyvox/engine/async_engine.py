@@ -56,6 +56,15 @@ class AsyncEngine:
             self._restore_openmp = None
 
     def _loop(self) -> None:
+        # Audio goes to its stream as soon as its decoder call is done, mid-step (only while
+        # this loop steps the engine: a caller stepping it directly gets chunks from step()).
+        self.engine.on_chunks = self._deliver_all
+        try:
+            self._run()
+        finally:
+            self.engine.on_chunks = None
+
+    def _run(self) -> None:
         while not self._stop.is_set():
             while True:
                 try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -95,6 +96,11 @@ class Engine:
         # (audio or clause marks) decided but not yet delivered, in order.
         self._in_flight: InFlightStep | None = None
         self._undelivered: list[tuple[PendingChunk, HostRow | None]] = []
+        # Where audio goes as soon as its decoder call is done (AsyncEngine sets it): a
+        # listener about to run dry hears its chunk before the step's other decoder calls
+        # (e.g. a tick's batch of 4-frame chunks) are done. None: step() returns all chunks.
+        # Not used by the overlapped loop, which delivers a step late by design.
+        self.on_chunks: Callable[[list[AudioChunk]], None] | None = None
 
     def warm_up(self) -> None:
         """Build every fixed shape serving will need (with graphs=cuda: capture them now,
@@ -256,9 +262,20 @@ class Engine:
             turn = turn or self.scheduler.running[-1:]
         decodes = self.scheduler.plan_decodes(turn)
         started = time.perf_counter()
-        decoded = self.runner.decode(decodes)
-        chunks: list[tuple[PendingChunk, HostRow | None]] = [
-            (self._take_frames(item), pcm) for item, pcm in zip(decodes, decoded)]
+        chunks: list[tuple[PendingChunk, HostRow | None]] = []
+        hand_over = self.on_chunks if not self.config.overlap else None
+        if hand_over is None:
+            decoded = self.runner.decode(decodes)
+            chunks = [(self._take_frames(item), pcm) for item, pcm in zip(decodes, decoded)]
+        else:
+            def deliver_now(indices: list[int], rows: list[HostRow]) -> None:
+                ready = [out for i, pcm in zip(indices, rows)
+                         if (out := self._deliver(self._take_frames(decodes[i]), pcm))
+                         is not None]
+                if ready:
+                    hand_over(ready)
+
+            self.runner.decode(decodes, on_batch=deliver_now)
         chunks += [(mark, None) for mark in self._clause_marks()]
         if self.config.overlap:
             chunks, self._undelivered = self._undelivered, chunks

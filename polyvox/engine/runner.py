@@ -7,6 +7,7 @@ decides what runs; the scheduler does.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
@@ -235,10 +236,13 @@ class Runner:
                                       sampler_steps)
 
     @torch.no_grad()
-    def decode(self, items: list[DecodeItem]) -> list[HostRow]:
-        """Decode each item's next `num_frames` pending latents; one batch per chunk shape.
-        Returns each item's new PCM [num_frames * samples_per_frame], on its way to host
-        memory, in order."""
+    def decode(self, items: list[DecodeItem],
+               on_batch: Callable[[list[int], list[HostRow]], None] | None = None
+               ) -> list[HostRow]:
+        """Decode each item's next `num_frames` pending latents; one batch per chunk shape,
+        in the order the shapes first appear in `items`. Returns each item's new PCM
+        [num_frames * samples_per_frame], on its way to host memory, in order. `on_batch`
+        is given each decoder call's item indices and PCM as soon as the call is done."""
         results: list[HostRow | None] = [None] * len(items)
         groups: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         for index, item in enumerate(items):
@@ -251,8 +255,10 @@ class Runner:
             if self.decode_graphs is not None:
                 size = min(size, self.decode_graphs.largest)
             for start in range(0, len(group), size):
-                self._decode_batch(items, group[start: start + size], frames, lookahead,
-                                   history, results)
+                batch = group[start: start + size]
+                self._decode_batch(items, batch, frames, lookahead, history, results)
+                if on_batch is not None:
+                    on_batch(batch, [results[i] for i in batch])  # type: ignore[misc]
         return [r for r in results if r is not None]
 
     def _decode_batch(self, items: list[DecodeItem], indices: list[int], frames: int,
