@@ -64,16 +64,28 @@ def train_local_tokenizer(dest_dir: Path | None = None, kind: str = "sentencepie
     name = f"local-{CORPUS_VERSION}-{vocab_size}.{'model' if kind == 'sentencepiece' else 'json'}"
     cached = CACHE_DIR / name
     if not cached.exists():
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        partial = CACHE_DIR / f"{name}.{os.getpid()}.tmp"
-        _train(kind, vocab_size, partial)
-        partial.replace(cached)  # atomic: a concurrent trainer never sees half a file
+        try:
+            _train_into(CACHE_DIR, name, kind, vocab_size)
+        except OSError:  # no writable cache (read-only home): train where it is wanted
+            if dest_dir is None:
+                raise
+            return _train_into(dest_dir, name, kind, vocab_size)
     if dest_dir is None:
         return cached
     dest_dir.mkdir(parents=True, exist_ok=True)
     path = dest_dir / name
     if not path.exists():
         shutil.copyfile(cached, path)
+    return path
+
+
+def _train_into(directory: Path, name: str, kind: str, vocab_size: int) -> Path:
+    path = directory / name
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = directory / f"{name}.{os.getpid()}.tmp"
+        _train(kind, vocab_size, partial)
+        partial.replace(path)  # atomic: a concurrent trainer never sees half a file
     return path
 
 

@@ -34,3 +34,15 @@ def test_a_copy_is_the_cached_tokenizer(tokenizer_dir: Path, tmp_path: Path) -> 
     first = train_local_tokenizer(tokenizer_dir, "sentencepiece")
     again = train_local_tokenizer(tmp_path / "elsewhere", "sentencepiece")
     assert first.name == again.name and first.read_bytes() == again.read_bytes()
+
+
+def test_without_a_writable_cache_it_trains_where_asked(tmp_path: Path, monkeypatch) -> None:
+    from polyvox.models.pocket import local_tokenizer
+
+    blocked = tmp_path / "read-only"
+    blocked.write_text("a file where the cache directory should be")
+    monkeypatch.setattr(local_tokenizer, "CACHE_DIR", blocked / "tokenizers")
+    monkeypatch.setattr(local_tokenizer, "_NUM_LINES", 500)  # a small tokenizer is enough
+    path = train_local_tokenizer(tmp_path / "wanted", "sentencepiece", vocab_size=300)
+    assert path.parent == tmp_path / "wanted" and path.stat().st_size > 0
+    assert sentencepiece.SentencePieceProcessor(model_file=str(path)).get_piece_size() == 300
