@@ -258,7 +258,7 @@ class Runner:
                 batch = group[start: start + size]
                 self._decode_batch(items, batch, frames, lookahead, history, results)
                 if on_batch is not None:
-                    on_batch(batch, [results[i] for i in batch])  # type: ignore[misc]
+                    on_batch(batch, [row for i in batch if (row := results[i]) is not None])
         return [r for r in results if r is not None]
 
     def _decode_batch(self, items: list[DecodeItem], indices: list[int], frames: int,
