@@ -262,25 +262,22 @@ class Engine:
             turn = turn or self.scheduler.running[-1:]
         decodes = self.scheduler.plan_decodes(turn)
         started = time.perf_counter()
-        chunks: list[tuple[PendingChunk, HostRow | None]] = []
         hand_over = self.on_chunks if not self.config.overlap else None
+        chunks: list[tuple[PendingChunk, HostRow | None]] = []
         if hand_over is None:
             decoded = self.runner.decode(decodes)
             chunks = [(self._take_frames(item), pcm) for item, pcm in zip(decodes, decoded)]
         else:
             def deliver_now(indices: list[int], rows: list[HostRow]) -> None:
-                ready = [out for i, pcm in zip(indices, rows)
-                         if (out := self._deliver(self._take_frames(decodes[i]), pcm))
-                         is not None]
-                if ready:
+                if ready := self._delivered(
+                        [(self._take_frames(decodes[i]), pcm) for i, pcm in zip(indices, rows)]):
                     hand_over(ready)
 
             self.runner.decode(decodes, on_batch=deliver_now)
         chunks += [(mark, None) for mark in self._clause_marks()]
         if self.config.overlap:
             chunks, self._undelivered = self._undelivered, chunks
-        outputs = [out for pending, pcm in chunks
-                   if (out := self._deliver(pending, pcm)) is not None]
+        outputs = self._delivered(chunks)
         costs.observe("decode_frame", time.perf_counter() - started,
                       sum(item.window_frames for item in decodes))
         endings = self._collect_endings()
@@ -381,6 +378,10 @@ class Engine:
         request.num_chunks += 1
         request.undelivered += 1
         return PendingChunk(request, request.num_chunks - 1, clause_index, ends_clause, ramp)
+
+    def _delivered(self, chunks: list[tuple[PendingChunk, HostRow | None]]
+                   ) -> list[AudioChunk]:
+        return [out for pending, pcm in chunks if (out := self._deliver(pending, pcm)) is not None]
 
     def _deliver(self, pending: PendingChunk, pcm: HostRow | None) -> AudioChunk | None:
         """The chunk, once its samples are in host memory (None: its request was aborted)."""

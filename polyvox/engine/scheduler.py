@@ -97,6 +97,7 @@ class StageCosts:
 
 
 class Scheduler:
+    # Overload: more than this share of the listeners with audio to come are behind.
     OVERLOAD_SHARE = 0.25
 
     def __init__(self, config: EngineConfig, family: ModelFamily, blocks: BlockManager,
@@ -112,8 +113,7 @@ class Scheduler:
         self.deadline = float("inf")  # this step should end by then (monotonic seconds)
         self.prefill_deadline = float("inf")  # prefills beyond the first end by then
         self.starting = False  # this step: an admitted request awaits its first audio
-        # this step: more than OVERLOAD_SHARE of the listeners with frames to decode are behind
-        self.overloaded = False
+        self.overloaded = False  # this step: see OVERLOAD_SHARE
         self._committed = 0.0  # seconds of this step already given to urgent work
         self._ar_steps = 0  # AR steps planned so far: the decode tick's clock
         self._stepping = False  # whether the last plan had AR steps (the clock runs)

@@ -62,14 +62,12 @@ def train_local_tokenizer(dest_dir: Path | None = None, kind: str = "sentencepie
     Trained once into CACHE_DIR and copied from there: training is deterministic, so a
     file of the same name is the same tokenizer."""
     name = f"local-{CORPUS_VERSION}-{vocab_size}.{'model' if kind == 'sentencepiece' else 'json'}"
-    cached = CACHE_DIR / name
-    if not cached.exists():
-        try:
-            _train_into(CACHE_DIR, name, kind, vocab_size)
-        except OSError:  # no writable cache (read-only home): train where it is wanted
-            if dest_dir is None:
-                raise
-            return _train_into(dest_dir, name, kind, vocab_size)
+    try:
+        cached = _train_into(CACHE_DIR, name, kind, vocab_size)
+    except OSError:  # no writable cache (read-only home): train where it is wanted
+        if dest_dir is None:
+            raise
+        return _train_into(dest_dir, name, kind, vocab_size)
     if dest_dir is None:
         return cached
     dest_dir.mkdir(parents=True, exist_ok=True)
@@ -80,6 +78,7 @@ def train_local_tokenizer(dest_dir: Path | None = None, kind: str = "sentencepie
 
 
 def _train_into(directory: Path, name: str, kind: str, vocab_size: int) -> Path:
+    """directory / name, trained there unless it is already."""
     path = directory / name
     if not path.exists():
         directory.mkdir(parents=True, exist_ok=True)
