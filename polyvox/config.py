@@ -85,8 +85,9 @@ class EngineConfig:
     delivery_margin_seconds: float = 0.05
     # While a request waits for its first audio, a step takes at most about this long.
     first_audio_step_seconds: float = 0.15
-    # An autoregressive request that has waited this long for its first audio takes its
-    # first chunk as soon as `min_chunk_frames` are ready, not `first_chunk_frames`: under
+    # An autoregressive request that would have waited this long for its first audio by
+    # the end of one more engine step (as the engine has timed its steps) takes its first
+    # chunk as soon as `min_chunk_frames` are ready, not `first_chunk_frames`: under
     # a burst its first audio comes a step sooner, from a smaller decoder call (the others
     # awaiting first audio then take theirs in the same call). A lone
     # request on an idle engine is quicker than this and keeps the larger first chunk.

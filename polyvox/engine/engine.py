@@ -220,6 +220,7 @@ class Engine:
         """Schedule -> prefill -> AR step -> decode -> deliver. In the overlapped loop the
         AR step's results are read back one engine step later (see `_resolve`) and each
         chunk is delivered one engine step after its decoder call was queued."""
+        began = time.perf_counter()
         plan = self.scheduler.plan()
         costs = self.scheduler.costs
         started = time.perf_counter()
@@ -258,7 +259,8 @@ class Engine:
         costs.observe("step", time.perf_counter() - started, 1 if plan.steps else 0)
         turn = None
         if self.config.schedule == "interleaved":
-            turn = [item.request for item in plan.prefills] + [i.request for i in plan.steps]
+            # NOTE: a request prefilled this step also steps in it: it counts once.
+            turn = list({id(i.request): i.request for i in [*plan.prefills, *plan.steps]}.values())
             turn = turn or self.scheduler.running[-1:]
         decodes = self.scheduler.plan_decodes(turn)
         started = time.perf_counter()
@@ -280,6 +282,8 @@ class Engine:
         outputs = self._delivered(chunks)
         costs.observe("decode_frame", time.perf_counter() - started,
                       sum(item.window_frames for item in decodes))
+        if plan.steps:
+            costs.observe("engine_step", time.perf_counter() - began, 1)
         endings = self._collect_endings()
         self._count_behind()
         return outputs + endings

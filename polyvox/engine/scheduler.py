@@ -8,11 +8,14 @@ has two chunks in one decoder batch.
 
 Time: each step gets a deadline (`_step_budget`): shorter than the audio the most pressed
 on-time listener has buffered, short (`first_audio_step_seconds`) while a request waits
-for its first audio, never over `max_step_seconds`. Work costs come from the engine's own
-timings (`StageCosts`). Prefills beyond the first and decoder chunks that do not fit wait
-a step, except chunks for listeners who would run dry before the next step ends. Chunks
-start small (time to first audio; an autoregressive request already kept waiting
-`first_audio_wait_seconds` takes whatever frames are ready) and grow while a listener's
+for its first audio, never over `max_step_seconds`; after the step's AR step it is brought
+forward so that a fresh stream (`FRESH_SECONDS`) can still get its next chunk from the
+next step. Work costs come from the engine's own timings (`StageCosts`). Prefills beyond
+the first and decoder chunks that do not fit wait a step, except chunks for listeners who
+could not wait for the next step, and first chunks already overdue. A clause takes its
+first AR step in the step that prefills it. Chunks start small (time to first audio; an
+autoregressive request that would have waited `first_audio_wait_seconds` by the end of
+one more engine step takes whatever frames are ready) and grow while a listener's
 buffer allows (bigger chunks cost less per frame); under overload (more than a quarter
 of the listeners already behind) nobody is protected and chunks are the largest.
 Autoregressive streams with time to spare decode on a shared tick (every `chunk_frames`
@@ -72,6 +75,7 @@ class StageCosts:
         self.step = 0.02  # s per batched AR step
         self.continue_frame = 0.0002  # s per latent frame of a clause's later pieces
         self.decode_frame = 0.0005  # s per frame of decoder input (window included)
+        self.engine_step = 0.05  # s per engine step with AR work (all its stages)
         self._warm: set[str] = set()  # stages measured at least once
 
     def observe(self, name: str, seconds: float, count: int) -> None:
@@ -99,6 +103,10 @@ class StageCosts:
 class Scheduler:
     # Overload: more than this share of the listeners with audio to come are behind.
     OVERLOAD_SHARE = 0.25
+    # A stream is fresh until this much of its audio is out: its listener's buffer is thin
+    # (its first chunk holds a frame or two) and the step deadline leaves room for its
+    # next chunk. Not longer: on one-frame chunks for everyone, no buffer would ever grow.
+    FRESH_SECONDS = 0.8
 
     def __init__(self, config: EngineConfig, family: ModelFamily, blocks: BlockManager,
                  slots: DecoderSlotPool, runner: Runner) -> None:
@@ -141,8 +149,10 @@ class Scheduler:
             self._committed = 0.0
             return Plan(prefills, [], tuple(urgent))
         prefills = self._plan_prefills([r for r in candidates if r.wants_prefill])
-        generating = [r for r in candidates if r.is_generating and r not in
-                      [item.request for item in prefills]]
+        # NOTE: a clause prefilled in this step also takes its first AR step in it (the
+        # runner writes the prefill's KV first): its first frame comes one engine step
+        # sooner, which under load is a whole step of everyone's work.
+        generating = [r for r in candidates if r.is_generating]
         steps = self._plan_steps(generating, prefills)
         self._ar_steps += bool(steps)
         self._stepping = bool(steps)
@@ -262,14 +272,41 @@ class Scheduler:
                     continue
             if pending >= size + lookahead and not waits:
                 items.append(DecodeItem(request, size, lookahead, history))
+        self._leave_room_for_next_chunks(items, now, rate)
         return self._within_deadline(items, now, rate)
 
+    def _leave_room_for_next_chunks(self, items: list[DecodeItem], now: float,
+                                    rate: int) -> None:
+        """Bring the step's deadline forward so that every listener playing on time, with
+        the chunk this step may give it, can still get its next chunk from the next step
+        (an AR step, one frame of decoding, the delivery margin). The step budget was set
+        before this step's AR step, from the listeners with frames waiting then; a stream
+        that had none (a fresh one, living on one-frame chunks) did not count, and a long
+        tick of other streams' chunks after its own could run it dry."""
+        if self.overloaded or not self.family.is_autoregressive:
+            return
+        frame_seconds = 1.0 / self.family.audio.frame_rate
+        given = {id(item.request): item.num_frames * frame_seconds for item in items}
+        next_chunk = (self.costs.step + self.costs.decode_frame
+                      + self.config.delivery_margin_seconds)
+        for request in self.running:
+            if (request.status is not Status.RUNNING or request.first_audio_time is None
+                    or not request.is_generating
+                    or request.audio_seconds(rate) >= self.FRESH_SECONDS):
+                continue
+            slack = request.slack(now, rate)
+            if slack >= 0:
+                self.deadline = min(self.deadline,
+                                    now + slack + given.get(id(request), 0.0) - next_chunk)
+
     def _first_audio_overdue(self, request: Request, now: float) -> bool:
-        """Whether an autoregressive request has waited `first_audio_wait_seconds` for its
-        first audio (then its first chunk is whatever is ready)."""
+        """Whether an autoregressive request would have waited `first_audio_wait_seconds`
+        for its first audio by the end of one more engine step (then its first chunk is
+        whatever is ready now: the next frame would cost it a whole step of everyone's
+        work, as long as the costs have seen such steps take)."""
         wait = self.config.first_audio_wait_seconds
         return (self.family.is_autoregressive and wait is not None
-                and now - request.arrival >= wait)
+                and now + self.costs.engine_step - request.arrival >= wait)
 
     def _waits_for_tick(self, slack: float | None) -> bool | None:
         """Whether a stream's regular chunk waits for the decode tick (module docstring):
@@ -292,8 +329,9 @@ class Scheduler:
     def _within_deadline(self, items: list[DecodeItem], now: float,
                          rate: int) -> list[DecodeItem]:
         """The chunks this step decodes: every on-time listener who would run dry within two
-        steps of this one's length, and others (first chunks, then the least slack first)
-        while the step still ends by its deadline; at least one. The rest wait a step."""
+        steps of this one's length or could not wait for the next step, first chunks
+        already overdue, and others (first chunks, then the least slack first) while the
+        step still ends by its deadline; at least one. The rest wait a step."""
         if len(items) <= 1:
             return items
         # NOTE: under overload (a stream already behind) nobody is protected: listeners
@@ -303,12 +341,22 @@ class Scheduler:
         horizon = 0.0 if self.overloaded else (
             self.step_budget + self.config.delivery_margin_seconds if self.starting
             else 2 * self.step_budget)
+        # NOTE: an autoregressive stream's listener who could not wait for the next step
+        # (its AR step and the delivery margin) is urgent however short this step's
+        # budget: a budget near zero (the least slack under the margin) must not leave all
+        # but one of several listeners in that state to run dry.
+        floor = 0.0 if self.overloaded or not self.family.is_autoregressive else (
+            self.costs.step + self.config.delivery_margin_seconds)
         items = sorted(items, key=lambda item: item.request.slack(now, rate))
         chosen, spent = [], 0.0
         for item in items:
             cost = self.costs.decode_frame * item.window_frames
             slack = item.request.slack(now, rate)
-            is_urgent = 0 <= slack < horizon  # on time, not for long (behind: stalled anyway)
+            # On time, not for long (behind: stalled anyway); or a first chunk already
+            # overdue (a burst's first chunks go in one call, not split by the deadline).
+            is_urgent = (0 <= slack < max(horizon, floor)
+                         or item.request.first_audio_time is None
+                         and self._first_audio_overdue(item.request, now))
             if chosen and not is_urgent and not self._fits(spent + cost):
                 continue
             chosen.append(item)

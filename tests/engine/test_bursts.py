@@ -4,8 +4,10 @@ Requests that arrive together are prefilled in one packed call as far as the lis
 already playing can wait (up to `max_step_seconds`), not one clause per short step: the
 burst's last request hears its first audio sooner. What the scheduler believes a prefill
 costs is learned from the engine's timings, without the first (cold) run, with a fixed
-part per call. A request that has already waited `first_audio_wait_seconds` takes its
-first chunk as soon as a frame is ready.
+part per call. A request that has already waited `first_audio_wait_seconds`, or would
+have by the end of one more engine step, takes its first chunk as soon as a frame is
+ready; a clause takes its first AR step in the step that prefills it. Listeners who could
+not wait for the next step are served however short the step's budget.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import torch
 from conftest import make_engine, params, rel_error
 
 from polyvox.engine.engine import run_to_completion
-from polyvox.engine.scheduler import StageCosts
+from polyvox.engine.scheduler import Scheduler, StageCosts
 
 CLAUSE = "The quick brown fox jumps over the lazy dog."
 
@@ -171,5 +173,131 @@ def test_a_burst_takes_its_first_chunks_together(model) -> None:
             if chunk.samples.numel() and chunk.request_id not in firsts:
                 firsts[chunk.request_id] = chunk.samples.numel()
     assert set(firsts.values()) == {model.audio.samples_per_frame}
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+
+
+def test_a_clause_takes_its_first_ar_step_in_its_prefill_step(model) -> None:
+    """A lone request with 1-frame first chunks hears audio from its very first engine step:
+    prefill, AR step and decoder call, not a prefill step and then an AR step."""
+    engine = make_engine(model, first_chunk_frames=1, chunk_frames=4)
+    engine.add_request(CLAUSE, "default", params(3), request_id="r")
+    chunks = [chunk for chunk in engine.step() if chunk.samples.numel()]
+    assert [chunk.request_id for chunk in chunks] == ["r"]
+    assert chunks[0].samples.numel() == model.audio.samples_per_frame
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+
+
+# NOTE: the request's arrival is moved 30 s ahead: only the predicted step can make it due.
+@pytest.mark.parametrize("step_seconds, first_frames", [(0.0, 2), (60.0, 1)])
+def test_one_more_step_past_the_wait_takes_the_frame_ready(model, step_seconds: float,
+                                                           first_frames: int) -> None:
+    """Whether a first chunk waits for its second frame depends on when that frame would
+    come: if one more engine step (as the engine has measured them) ends past
+    `first_audio_wait_seconds`, the first chunk is the frame ready now."""
+    engine = make_engine(model, first_chunk_frames=2, chunk_frames=4,
+                         first_audio_wait_seconds=0.1)
+    engine.scheduler.costs.engine_step = step_seconds
+    engine.add_request(CLAUSE, "default", params(5, eos_threshold=float("inf")),
+                       request_id="r")
+    engine.requests["r"].arrival += 30.0
+    chunks = []
+    while not chunks:
+        chunks = [chunk for chunk in engine.step() if chunk.samples.numel()]
+    assert chunks[0].samples.numel() == first_frames * model.audio.samples_per_frame
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+
+
+def test_overdue_first_chunks_are_not_split_by_the_step_deadline(model) -> None:
+    """Requests kept waiting take their first chunks in one decoder call even when the
+    scheduler believes decoding costs far more than the step may take."""
+    engine = make_engine(model, first_chunk_frames=2, chunk_frames=4,
+                         first_audio_wait_seconds=0.1)
+    for index in range(3):
+        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
+                           request_id=f"r{index}")
+        engine.requests[f"r{index}"].arrival -= 10.0
+    engine.scheduler.costs.decode_frame = 10.0  # no chunk fits any deadline
+    first_step: dict[str, int] = {}
+    steps = 0
+    while len(first_step) < 3:
+        steps += 1
+        for chunk in engine.step():
+            if chunk.samples.numel():
+                first_step.setdefault(chunk.request_id, steps)
+    assert len(set(first_step.values())) == 1
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+
+
+def test_listeners_who_cannot_wait_a_step_all_decode_however_short_the_budget(model) -> None:
+    """Four listeners with 80 ms buffered, an AR step believed to take 100 ms: none can
+    wait for the next step, so all four decode now, though the step's budget (the least
+    buffer less the delivery margin: 30 ms) holds one chunk at most."""
+    engine = make_engine(model, first_chunk_frames=1, chunk_frames=4)
+    for index in range(4):
+        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
+                           request_id=f"r{index}")
+    streams = [engine.requests[f"r{index}"] for index in range(4)]
+    while not all(s.first_audio_time is not None and s.pending_latents for s in streams):
+        engine.step()
+    scheduler, rate = engine.scheduler, model.audio.sample_rate
+    scheduler.costs.step, scheduler.costs.decode_frame = 0.1, 0.02
+    now = time.monotonic()
+    for stream in streams:
+        stream.first_audio_time = now + 0.08 - stream.audio_seconds(rate)
+    scheduler.step_budget = scheduler._step_budget()
+    assert scheduler.step_budget < 0.04 and not scheduler.overloaded
+    scheduler.deadline = time.monotonic() + scheduler.step_budget
+    assert {item.request.request_id for item in scheduler.plan_decodes()} == {
+        s.request_id for s in streams}
+    run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+
+
+FRESH_SECONDS = Scheduler.FRESH_SECONDS
+
+
+@pytest.mark.parametrize("fresh_seconds, others_decoded", [(FRESH_SECONDS, 1), (0.0, 3)])
+def test_a_fresh_listener_keeps_room_for_its_next_chunk(model, monkeypatch,
+                                                        fresh_seconds: float,
+                                                        others_decoded: int) -> None:
+    """A fresh stream (less than FRESH_SECONDS of audio out) with 50 ms buffered and no
+    frame ready: its next chunk needs the next step soon, so the others' chunks, due on the
+    tick but with seconds to spare, wait (one decodes: a step decodes at least one chunk).
+    With no stream counted as fresh, all three decode."""
+    monkeypatch.setattr(Scheduler, "FRESH_SECONDS", fresh_seconds)
+    engine = make_engine(model, first_chunk_frames=1, chunk_frames=4)
+    for index in range(4):
+        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
+                           request_id=f"r{index}")
+    streams = [engine.requests[f"r{index}"] for index in range(4)]
+    fresh, others = streams[0], streams[1:]
+    while not all(s.first_audio_time is not None for s in streams):
+        engine.step()
+    scheduler, rate = engine.scheduler, model.audio.sample_rate
+
+    def buffer(stream, seconds: float) -> None:
+        stream.first_audio_time = time.monotonic() + seconds - stream.audio_seconds(rate)
+
+    # The others gather frames off the tick; the fresh stream decodes each frame it gets.
+    monkeypatch.setattr(Scheduler, "_waits_for_tick",
+                        lambda self, slack: slack is not None and slack > 1.0)
+    for _ in range(5):
+        for stream in others:
+            buffer(stream, 5.0)
+        buffer(fresh, 0.05)
+        engine.step()
+    assert not fresh.pending_latents and fresh.audio_seconds(rate) < FRESH_SECONDS
+    assert all(len(stream.pending_latents) >= 4 for stream in others)
+    monkeypatch.setattr(Scheduler, "_waits_for_tick", lambda self, slack: None)  # the tick
+    scheduler.costs.step = 0.1
+    buffer(fresh, 0.05)
+    scheduler.deadline = time.monotonic() + 10.0
+    chosen = scheduler.plan_decodes()
+    assert len(chosen) == others_decoded
+    assert fresh.is_generating
     run_to_completion(engine)
     assert engine.is_idle() and engine.check_integrity()
