@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from polyvox.bench.metrics import (
+    CAPACITY_REFERENCE_REQUESTS,
     CAPACITY_TTFA_FACTOR,
     is_within_capacity,
     search_capacity,
@@ -228,7 +229,8 @@ async def _capacity(served: Any, texts: Any, args: argparse.Namespace, row_for: 
                        "underruns": row["underruns"]})
         return passed
 
-    records, wall = await closed_loop(served, texts, 1, args.requests, "capacity")
+    records, wall = await closed_loop(served, texts, 1,
+                                      max(args.requests, CAPACITY_REFERENCE_REQUESTS), "capacity")
     reference = row_for(records, wall, "capacity", 1)["ttfa_p50_ms"]
     return await search_capacity(lambda concurrency: passes(concurrency, reference))
 

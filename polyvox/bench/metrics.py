@@ -27,6 +27,10 @@ from polyvox.bench.records import RequestRecord
 
 UNDERRUN_GAP_SECONDS = 0.100  # gaps up to this are not counted as underruns
 CAPACITY_TTFA_FACTOR = 3.0  # real-time capacity: TTFA p90 within 3x single-stream TTFA
+# The single-stream TTFA of the capacity rule is the median of at least this many lone
+# requests: on a 2-core box two of them moved it between 57 and 85 ms from run to run,
+# and the limit with it.
+CAPACITY_REFERENCE_REQUESTS = 5
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:

@@ -32,7 +32,12 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from polyvox.bench import report
-from polyvox.bench.metrics import is_within_capacity, search_capacity, summarize
+from polyvox.bench.metrics import (
+    CAPACITY_REFERENCE_REQUESTS,
+    is_within_capacity,
+    search_capacity,
+    summarize,
+)
 from polyvox.bench.overload import describe, overload_report, run_overload
 from polyvox.bench.records import RequestRecord
 from polyvox.bench.texts import pick_texts
@@ -271,12 +276,11 @@ async def _capacity(speak: Speak, texts: Workload, requests_per_client: int,
     """The largest closed-loop concurrency with every stream viable, none refused and TTFA
     p90 <= 3x single-stream TTFA (0 when even one stream alone is not viable)."""
 
-    async def row(concurrency: int) -> dict[str, Any]:
-        records, wall = await run_closed_loop(speak, texts, concurrency, requests_per_client,
-                                              "capacity")
+    async def row(concurrency: int, requests: int = requests_per_client) -> dict[str, Any]:
+        records, wall = await run_closed_loop(speak, texts, concurrency, requests, "capacity")
         return summarize(records, wall, "capacity", concurrency, ttfa_slo_ms)
 
-    single = await row(1)
+    single = await row(1, max(requests_per_client, CAPACITY_REFERENCE_REQUESTS))
     reference = single["ttfa_p50_ms"]
     if reference is None or not is_within_capacity(single, reference):
         return 0
