@@ -277,12 +277,13 @@ class Scheduler:
 
     def _leave_room_for_next_chunks(self, items: list[DecodeItem], now: float,
                                     rate: int) -> None:
-        """Bring the step's deadline forward so that every listener playing on time, with
-        the chunk this step may give it, can still get its next chunk from the next step
-        (an AR step, one frame of decoding, the delivery margin). The step budget was set
-        before this step's AR step, from the listeners with frames waiting then; a stream
-        that had none (a fresh one, living on one-frame chunks) did not count, and a long
-        tick of other streams' chunks after its own could run it dry."""
+        """Bring the step's deadline forward so that every fresh stream (less than
+        FRESH_SECONDS of audio out) whose listener is on time, with the chunk this step
+        may give it, can still get its next chunk from the next step (an AR step, one
+        frame of decoding, the delivery margin). The step budget was set before this
+        step's AR step, from the listeners with frames waiting then; a fresh stream that
+        had none (living on one-frame chunks) did not count, and a long tick of other
+        streams' chunks after its own could run it dry."""
         if self.overloaded or not self.family.is_autoregressive:
             return
         frame_seconds = 1.0 / self.family.audio.frame_rate
@@ -301,9 +302,9 @@ class Scheduler:
 
     def _first_audio_overdue(self, request: Request, now: float) -> bool:
         """Whether an autoregressive request would have waited `first_audio_wait_seconds`
-        for its first audio by the end of one more engine step (then its first chunk is
-        whatever is ready now: the next frame would cost it a whole step of everyone's
-        work, as long as the costs have seen such steps take)."""
+        for its first audio by the end of one more engine step, as long as the engine's
+        recent steps took (then its first chunk is whatever is ready now: under load the
+        next frame would cost it a whole step of everyone's work)."""
         wait = self.config.first_audio_wait_seconds
         return (self.family.is_autoregressive and wait is not None
                 and now + self.costs.engine_step - request.arrival >= wait)
