@@ -286,19 +286,17 @@ class Scheduler:
         streams' chunks after its own could run it dry."""
         if self.overloaded or not self.family.is_autoregressive:
             return
+        fresh = [r for r in self.running if r.is_generating and r.first_audio_time is not None
+                 and r.audio_seconds(rate) < self.FRESH_SECONDS and r.slack(now, rate) >= 0]
+        if not fresh:
+            return
+        frames = {id(item.request): item.num_frames for item in items}
         frame_seconds = 1.0 / self.family.audio.frame_rate
-        given = {id(item.request): item.num_frames * frame_seconds for item in items}
         next_chunk = (self.costs.step + self.costs.decode_frame
                       + self.config.delivery_margin_seconds)
-        for request in self.running:
-            if (request.status is not Status.RUNNING or request.first_audio_time is None
-                    or not request.is_generating
-                    or request.audio_seconds(rate) >= self.FRESH_SECONDS):
-                continue
-            slack = request.slack(now, rate)
-            if slack >= 0:
-                self.deadline = min(self.deadline,
-                                    now + slack + given.get(id(request), 0.0) - next_chunk)
+        for request in fresh:
+            ahead = request.slack(now, rate) + frames.get(id(request), 0) * frame_seconds
+            self.deadline = min(self.deadline, now + ahead - next_chunk)
 
     def _first_audio_overdue(self, request: Request, now: float) -> bool:
         """Whether an autoregressive request would have waited `first_audio_wait_seconds`

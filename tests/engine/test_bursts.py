@@ -49,6 +49,20 @@ def _costs_for_two_clauses_in(engine, seconds: float) -> None:
     assert costs.prefill_seconds(3 * tokens) > engine.config.max_step_seconds
 
 
+def _endless_streams(engine, count: int) -> list:
+    """`count` requests r0, r1, ... of CLAUSE that never end on their own (no EOS)."""
+    for index in range(count):
+        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
+                           request_id=f"r{index}")
+    return [engine.requests[f"r{index}"] for index in range(count)]
+
+
+def _buffer(stream, seconds: float, rate: int, now: float | None = None) -> None:
+    """Shift the clock of `stream`'s listener so that it has `seconds` of audio buffered."""
+    now = time.monotonic() if now is None else now
+    stream.first_audio_time = now + seconds - stream.audio_seconds(rate)
+
+
 def test_a_burst_packs_its_first_clauses_beyond_the_first_audio_step(model) -> None:
     engine = make_engine(model)
     config = engine.config
@@ -79,8 +93,7 @@ def test_listeners_already_playing_bound_the_packing(model, buffered: float,
     for index in range(3):
         engine.add_request(CLAUSE, "default", params(index), request_id=f"r{index}")
     _costs_for_two_clauses_in(engine, 0.2)
-    rate = model.audio.sample_rate
-    playing.first_audio_time = time.monotonic() + buffered - playing.audio_seconds(rate)
+    _buffer(playing, buffered, model.audio.sample_rate)
     sizes = _record_prefills(engine)
     engine.step()
     assert sizes[:1] == [packed]
@@ -137,17 +150,12 @@ def test_one_straggler_does_not_unprotect_the_others(model, num_behind: int,
     first. One stream a little behind among four is no overload: the on-time listeners
     keep their protection. More than a quarter of them behind is."""
     engine = make_engine(model, first_chunk_frames=1, chunk_frames=8, max_chunk_frames=8)
-    for index in range(4):
-        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
-                           request_id=f"r{index}")
-    streams = [engine.requests[f"r{index}"] for index in range(4)]
+    streams = _endless_streams(engine, 4)
     while not all(s.first_audio_time is not None and s.pending_latents for s in streams):
         engine.step()
-    rate = model.audio.sample_rate
     now = time.monotonic()
     for index, stream in enumerate(streams):
-        buffered = -0.1 if index < num_behind else 1.0
-        stream.first_audio_time = now + buffered - stream.audio_seconds(rate)
+        _buffer(stream, -0.1 if index < num_behind else 1.0, model.audio.sample_rate, now)
     engine.scheduler._step_budget()
     assert engine.scheduler.overloaded is overloaded
     run_to_completion(engine)
@@ -160,9 +168,7 @@ def test_a_burst_takes_its_first_chunks_together(model) -> None:
     in the same step (one decoder call), not 2-frame chunks a step later for the others."""
     engine = make_engine(model, first_chunk_frames=2, chunk_frames=4,
                          first_audio_wait_seconds=0.1)
-    for index in range(3):
-        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
-                           request_id=f"r{index}")
+    _endless_streams(engine, 3)
     # r0 has waited long; r1 and r2 stay fresh however slow the box (arrival moved ahead).
     engine.requests["r0"].arrival -= 10.0
     for index in (1, 2):
@@ -215,10 +221,8 @@ def test_overdue_first_chunks_are_not_split_by_the_step_deadline(model) -> None:
     scheduler believes decoding costs far more than the step may take."""
     engine = make_engine(model, first_chunk_frames=2, chunk_frames=4,
                          first_audio_wait_seconds=0.1)
-    for index in range(3):
-        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
-                           request_id=f"r{index}")
-        engine.requests[f"r{index}"].arrival -= 10.0
+    for stream in _endless_streams(engine, 3):
+        stream.arrival -= 10.0
     engine.scheduler.costs.decode_frame = 10.0  # no chunk fits any deadline
     first_step: dict[str, int] = {}
     steps = 0
@@ -237,17 +241,14 @@ def test_listeners_who_cannot_wait_a_step_all_decode_however_short_the_budget(mo
     wait for the next step, so all four decode now, though the step's budget (the least
     buffer less the delivery margin: 30 ms) holds one chunk at most."""
     engine = make_engine(model, first_chunk_frames=1, chunk_frames=4)
-    for index in range(4):
-        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
-                           request_id=f"r{index}")
-    streams = [engine.requests[f"r{index}"] for index in range(4)]
+    streams = _endless_streams(engine, 4)
     while not all(s.first_audio_time is not None and s.pending_latents for s in streams):
         engine.step()
-    scheduler, rate = engine.scheduler, model.audio.sample_rate
+    scheduler = engine.scheduler
     scheduler.costs.step, scheduler.costs.decode_frame = 0.1, 0.02
     now = time.monotonic()
     for stream in streams:
-        stream.first_audio_time = now + 0.08 - stream.audio_seconds(rate)
+        _buffer(stream, 0.08, model.audio.sample_rate, now)
     scheduler.step_budget = scheduler._step_budget()
     assert scheduler.step_budget < 0.04 and not scheduler.overloaded
     scheduler.deadline = time.monotonic() + scheduler.step_budget
@@ -270,31 +271,25 @@ def test_a_fresh_listener_keeps_room_for_its_next_chunk(model, monkeypatch,
     With no stream counted as fresh, all three decode."""
     monkeypatch.setattr(Scheduler, "FRESH_SECONDS", fresh_seconds)
     engine = make_engine(model, first_chunk_frames=1, chunk_frames=4)
-    for index in range(4):
-        engine.add_request(CLAUSE, "default", params(index, eos_threshold=float("inf")),
-                           request_id=f"r{index}")
-    streams = [engine.requests[f"r{index}"] for index in range(4)]
+    streams = _endless_streams(engine, 4)
     fresh, others = streams[0], streams[1:]
     while not all(s.first_audio_time is not None for s in streams):
         engine.step()
     scheduler, rate = engine.scheduler, model.audio.sample_rate
-
-    def buffer(stream, seconds: float) -> None:
-        stream.first_audio_time = time.monotonic() + seconds - stream.audio_seconds(rate)
 
     # The others gather frames off the tick; the fresh stream decodes each frame it gets.
     monkeypatch.setattr(Scheduler, "_waits_for_tick",
                         lambda self, slack: slack is not None and slack > 1.0)
     for _ in range(5):
         for stream in others:
-            buffer(stream, 5.0)
-        buffer(fresh, 0.05)
+            _buffer(stream, 5.0, rate)
+        _buffer(fresh, 0.05, rate)
         engine.step()
     assert not fresh.pending_latents and fresh.audio_seconds(rate) < FRESH_SECONDS
     assert all(len(stream.pending_latents) >= 4 for stream in others)
     monkeypatch.setattr(Scheduler, "_waits_for_tick", lambda self, slack: None)  # the tick
     scheduler.costs.step = 0.1
-    buffer(fresh, 0.05)
+    _buffer(fresh, 0.05, rate)
     scheduler.deadline = time.monotonic() + 10.0
     chosen = scheduler.plan_decodes()
     assert len(chosen) == others_decoded
