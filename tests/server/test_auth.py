@@ -81,7 +81,9 @@ def test_idle_websocket_is_closed_but_one_speaking_is_not(locked: Server) -> Non
         async with websockets.connect(locked.ws_url, additional_headers=headers) as socket:
             await socket.send(json.dumps({"type": "configure"}))
             await socket.recv()
-            long_text = " ".join(f"Sentence {i} of a long read." for i in range(16))
+            # NOTE: long enough to outlast the 1 s idle limit with room to spare (16
+            # sentences once took only 1.25 s).
+            long_text = " ".join(f"Sentence {i} of a long read." for i in range(48))
             await socket.send(json.dumps({"type": "text", "text": long_text}))
             await socket.send(json.dumps({"type": "flush"}))
             flushed = time.monotonic()
