@@ -16,7 +16,13 @@ from polyvox.engine.decoder_pool import DecoderSlotPool
 from polyvox.engine.graphs import DecodeGraphs, StepGraphs, to_device
 from polyvox.engine.kv_cache import PagedKVCache
 from polyvox.models.base import ModelFamily
-from polyvox.models.layers.paged_attention import PagedKV, packed_segments, pad_rows
+from polyvox.models.layers.cpu_kernels import paged_decode_attention
+from polyvox.models.layers.paged_attention import (
+    PagedKV,
+    PoolDecodeKV,
+    packed_segments,
+    pad_rows,
+)
 from polyvox.request import Request
 
 
@@ -99,6 +105,10 @@ class Runner:
         self.step_graphs, self.decode_graphs = step_graphs, decode_graphs
         self.device = cache.k.device
         self._workspace: tuple[torch.Tensor, torch.Tensor] | None = None
+        # NOTE: built (or loaded from torch's extension cache) here, at load time, not in
+        # a request's first step; None keeps the gather + SDPA path.
+        self.decode_kernel = (paged_decode_attention() if family.is_autoregressive
+                              and PoolDecodeKV.supports(cache.k) else None)
 
     def _gather_buffers(self, rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Gather buffers for [rows, width] keys, grown (never shrunk) and reused."""
@@ -223,14 +233,20 @@ class Runner:
             return self.step_graphs(latents, [item.position for item in batch],
                                     [item.slot for item in batch], read_slots, read_positions,
                                     noise, sampler_steps)
-        padded = to_device(pad_rows(read_slots, fill=batch[0].slot), self.device)
-        kv = PagedKV(
-            self.cache.k, self.cache.v,
-            write_slots=self._long([item.slot for item in batch]),
-            read_slots=padded,
-            read_positions=to_device(pad_rows(read_positions, fill=-1), self.device),
-            workspace=self._gather_buffers(*padded.shape),
-        )
+        write_slots = self._long([item.slot for item in batch])
+        if self.decode_kernel is not None:  # CPU: attention reads the pool in place
+            kv: PagedKV = PoolDecodeKV(self.cache.k, self.cache.v, write_slots, read_slots,
+                                       read_positions, [item.position for item in batch],
+                                       self.decode_kernel)
+        else:
+            padded = to_device(pad_rows(read_slots, fill=batch[0].slot), self.device)
+            kv = PagedKV(
+                self.cache.k, self.cache.v,
+                write_slots=write_slots,
+                read_slots=padded,
+                read_positions=to_device(pad_rows(read_positions, fill=-1), self.device),
+                workspace=self._gather_buffers(*padded.shape),
+            )
         positions = self._long([item.position for item in batch])
         return self.family.step_batch(latents, positions, kv, to_device(noise, self.device),
                                       sampler_steps)

@@ -75,3 +75,87 @@ def test_write_kv_stores_what_a_full_forward_stores() -> None:
     (k_full, v_full), (k_kv, v_kv) = stores[0].prefix(), stores[1].prefix()
     assert k_full.shape == (3, 11, 2, 8)
     assert torch.equal(k_full, k_kv) and torch.equal(v_full, v_kv)
+
+
+# --- decode rows attended in place in the pool (the compiled CPU kernel) --------------------
+
+
+def _require_kernel():
+    import shutil
+    import sys
+
+    from polyvox.models.layers.cpu_kernels import paged_decode_attention
+
+    kernel = paged_decode_attention()
+    if kernel is None:
+        # NOTE: where a compiler is at hand (our CI), the kernel must build: a silent
+        # fallback would leave the fast path untested.
+        assert not (sys.platform.startswith("linux") and shutil.which("g++")), \
+            "the compiled CPU kernel failed to build (see the log)"
+        pytest.skip("no C++ compiler: the engine uses the gather + SDPA path")
+    return kernel
+
+
+def _decode_rows(pool_slots: int, lengths: list[int], kv_heads: int, generator):
+    """A pool layer's slots handed out to rows in scattered blocks of 4, as the engine
+    would: each row's slots, their positions, and the row's query position (its last)."""
+    free = torch.randperm(pool_slots // 4, generator=generator).tolist()
+    slots, positions = [], []
+    for length in lengths:
+        row = []
+        while len(row) < length:
+            block = free.pop()
+            row += list(range(4 * block, 4 * block + 4))
+        slots.append(row[:length])
+        positions.append(list(range(length)))
+    return slots, positions, [length - 1 for length in lengths]
+
+
+@pytest.mark.parametrize("heads, kv_heads, context", [(4, 4, None), (8, 2, None), (4, 2, 6)])
+def test_pool_decode_equals_gather_and_attend(heads, kv_heads, context) -> None:
+    from polyvox.models.layers.paged_attention import PagedKV, PoolDecodeKV, pad_rows
+
+    kernel = _require_kernel()
+    generator = torch.Generator().manual_seed(1)
+    layers, pool, dim = 2, 256, 16
+    lengths = [1, 9, 30, 17, 4]
+    slots, key_positions, query_positions = _decode_rows(pool, lengths, kv_heads, generator)
+
+    def fresh_cache():
+        g = torch.Generator().manual_seed(2)
+        return (torch.randn(layers, pool, kv_heads, dim, generator=g),
+                torch.randn(layers, pool, kv_heads, dim, generator=g))
+
+    q = torch.randn(len(lengths), 1, heads, dim, generator=generator)
+    k_new = torch.randn(len(lengths), 1, kv_heads, dim, generator=generator)
+    v_new = torch.randn(len(lengths), 1, kv_heads, dim, generator=generator)
+    write = torch.tensor([row[-1] for row in slots])  # each row's newest key is written now
+    q_pos = torch.tensor(query_positions)[:, None]
+
+    k_cache, v_cache = fresh_cache()
+    gathered = PagedKV(k_cache, v_cache, write, pad_rows(slots, fill=0),
+                       pad_rows(key_positions, fill=-1))
+    keys, values, positions = gathered.write_and_read(1, k_new, v_new, q_pos)
+    reference = attend(q, keys, values, q_pos, positions, context)
+
+    k_cache2, v_cache2 = fresh_cache()
+    in_place = PoolDecodeKV(k_cache2, v_cache2, write, slots, key_positions, query_positions,
+                            kernel)
+    out = in_place.write_and_attend(1, q, k_new, v_new, context)
+    torch.testing.assert_close(out, reference, rtol=1e-5, atol=1e-6)
+    assert torch.equal(k_cache2, k_cache) and torch.equal(v_cache2, v_cache)  # same writes
+
+    # A row's output does not depend on its neighbours: row 2 alone gives the same bits.
+    k_cache3, v_cache3 = fresh_cache()
+    alone = PoolDecodeKV(k_cache3, v_cache3, write[2:3], slots[2:3], key_positions[2:3],
+                         query_positions[2:3], kernel)
+    assert torch.equal(alone.write_and_attend(1, q[2:3], k_new[2:3], v_new[2:3], context),
+                       out[2:3])
+
+
+def test_pool_decode_rejects_slots_outside_the_pool() -> None:
+    kernel = _require_kernel()
+    q = torch.randn(1, 2, 8)
+    k = v = torch.randn(16, 2, 8)
+    with pytest.raises(RuntimeError, match="out of range"):
+        kernel(q, k, v, torch.tensor([3, 16]), torch.tensor([0, 2]), 1.0)

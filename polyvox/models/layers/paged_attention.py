@@ -10,9 +10,16 @@ Two shapes of call:
   keys: `segments` (each request attended on its own; what the engine uses) or the
   reference `allowed` mask over the whole row (the same result, with every product across
   requests computed and masked).
+
+On CPU, decode rows can skip the gather: `PoolDecodeKV` attends straight over the pool
+with a compiled kernel (polyvox/models/layers/cpu_kernels.py) that reads each key and
+value once; it is checked against the gather + `attend` path here.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import torch
 
@@ -58,6 +65,52 @@ class PagedKV:
             keys = torch.index_select(self.k_cache[layer], 0, flat, out=self.workspace[0])
             values = torch.index_select(self.v_cache[layer], 0, flat, out=self.workspace[1])
         return keys.view(shape), values.view(shape), self.read_positions  # [B, S, Hkv, D]
+
+
+class PoolDecodeKV(PagedKV):
+    """Decode rows (one new token each) attended in place in the pool by `kernel`
+    (`cpu_kernels.paged_decode_attention()`): no gather. Each row sees its request's keys
+    at positions <= its own (within `context` if set), as `attend` would."""
+
+    def __init__(self, k_cache: torch.Tensor, v_cache: torch.Tensor, write_slots: torch.Tensor,
+                 read_slots: list[list[int]], read_positions: list[list[int]],
+                 positions: list[int], kernel: Callable[..., torch.Tensor]) -> None:
+        super().__init__(k_cache, v_cache, write_slots, read_slots=torch.empty(0),
+                         read_positions=torch.empty(0))
+        self.rows = (read_slots, read_positions, positions)
+        self.kernel = kernel
+        self._visible: tuple[int | None, torch.Tensor, torch.Tensor] | None = None
+
+    @staticmethod
+    def supports(k_cache: torch.Tensor) -> bool:
+        return k_cache.device.type == "cpu" and k_cache.dtype == torch.float32
+
+    def write_and_attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         context: int | None) -> torch.Tensor:
+        """q [B, 1, H, D], the new k, v [B, 1, Hkv, D] -> attention output [B, 1, H, D]."""
+        batch, _, heads, dim = q.shape
+        kv_heads = k.shape[-2]
+        k_layer, v_layer = self.k_cache[layer], self.v_cache[layer]
+        k_layer.index_copy_(0, self.write_slots, k.reshape(-1, kv_heads, dim))
+        v_layer.index_copy_(0, self.write_slots, v.reshape(-1, kv_heads, dim))
+        slots, offsets = self._visible_slots(context)
+        out = self.kernel(q.reshape(batch, heads, dim).to(k_layer.dtype).contiguous(),
+                          k_layer, v_layer, slots, offsets, 1 / math.sqrt(dim))
+        return out.view(batch, 1, heads, dim).to(q.dtype)
+
+    def _visible_slots(self, context: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's visible slots, flat, and where each row's run starts ([B + 1])."""
+        if self._visible is None or self._visible[0] != context:
+            kept: list[int] = []
+            offsets = [0]
+            for slots, keys, query in zip(*self.rows, strict=True):
+                low = -1 if context is None else query - context
+                kept += [slot for slot, key in zip(slots, keys, strict=True)
+                         if low < key <= query and key >= 0]
+                offsets.append(len(kept))
+            self._visible = (context, torch.tensor(kept, dtype=torch.long),
+                             torch.tensor(offsets, dtype=torch.long))
+        return self._visible[1], self._visible[2]
 
 
 def pad_rows(rows: list[list[int]], fill: int) -> torch.Tensor:

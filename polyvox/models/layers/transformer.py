@@ -30,9 +30,13 @@ class SelfAttention(nn.Module):
                 layer: int, rope: RopeTable) -> torch.Tensor:
         batch, steps, _ = x.shape  # [B, T, d_model]
         q, k, v = self._project(x, rope)
-        keys, values, key_positions = kv.write_and_read(layer, k, v, positions)
-        out = attend(q, keys, values, positions, key_positions, self.context, kv.allowed,
-                     kv.segments)
+        in_place = getattr(kv, "write_and_attend", None)  # stores that attend without a gather
+        if in_place is not None:
+            out = in_place(layer, q, k, v, self.context)
+        else:
+            keys, values, key_positions = kv.write_and_read(layer, k, v, positions)
+            out = attend(q, keys, values, positions, key_positions, self.context, kv.allowed,
+                         kv.segments)
         return self.out_proj(out.reshape(batch, steps, self.num_heads * self.head_dim))
 
     def write_kv(self, x: torch.Tensor, positions: torch.Tensor, kv: KVStore,
