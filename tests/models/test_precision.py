@@ -156,3 +156,35 @@ def test_mimi_decoder_in_bfloat16_runs_seanet_in_bfloat16_and_stays_close(pair) 
     assert seen == [torch.bfloat16]  # SEANet's activations (here its first ELU) in bfloat16
     assert lowered.dtype == torch.float32  # audio comes back in float32
     assert 0 < rel_error(lowered, expected) <= 2e-2  # measured 5.6e-3 on pocket/english
+
+
+def test_compiled_bfloat16_elu_rounds_like_aten_on_every_value() -> None:
+    """The Mimi decoder's bfloat16 ELU runs through a compiled kernel: on all 65,536
+    bfloat16 values it must give ATen's result, at most one bfloat16 ulp away at a
+    rounding boundary, and keep NaN, infinities and signed zeros as ATen does."""
+    import shutil
+    import sys
+
+    import torch.nn.functional as F
+
+    from polyvox.models.layers.cpu_kernels import elu_bf16
+    from polyvox.models.pocket.mimi import ELU
+
+    kernel = elu_bf16()
+    if kernel is None:
+        assert not (sys.platform.startswith("linux") and shutil.which("g++")), \
+            "the compiled CPU kernels failed to build (see the log)"
+        pytest.skip("no C++ compiler: nn.ELU's path is used")
+    values = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    ours, aten = kernel(values.contiguous()), F.elu(values)
+    nan = aten.isnan()
+    assert torch.equal(ours.isnan(), nan)
+    ours_bits = ours[~nan].view(torch.int16).to(torch.int32)
+    aten_bits = aten[~nan].view(torch.int16).to(torch.int32)
+    assert (ours_bits - aten_bits).abs().max() <= 1
+    assert (ours_bits == aten_bits).float().mean() > 0.999
+    # The module takes the kernel for bf16 CPU inputs, in any layout, and ATen otherwise.
+    x = torch.randn(3, 8, 50).to(torch.bfloat16).transpose(1, 2)
+    torch.testing.assert_close(ELU()(x), F.elu(x), rtol=1e-2, atol=1e-2)
+    x32 = torch.randn(4, 7)
+    assert torch.equal(ELU()(x32), F.elu(x32))
