@@ -3,8 +3,9 @@
 Built once per machine from the C++ below with `torch.utils.cpp_extension.load_inline`
 (gcc, OpenMP, ninja; cached under torch's extension directory, ~30 s the first time, ~1 s
 after). Where the build is not possible (no compiler, another OS, a GPU-only install) or
-`POLYVOX_CPU_KERNELS=0`, `paged_decode_attention()` returns None and callers keep the
-plain-torch path. Build at load time (`warm_up`), never in the middle of a request.
+`POLYVOX_CPU_KERNELS=0`, the getters return None and callers keep the plain-torch path.
+The engine builds them when it is constructed (`Runner`), never in the middle of a
+request.
 
 Kernels:
 
