@@ -235,9 +235,9 @@ class Runner:
                                     noise, sampler_steps)
         write_slots = self._long([item.slot for item in batch])
         if self.decode_kernel is not None:  # CPU: attention reads the pool in place
-            kv: PagedKV = PoolDecodeKV(self.cache.k, self.cache.v, write_slots, read_slots,
-                                       read_positions, [item.position for item in batch],
-                                       self.decode_kernel)
+            kv: PagedKV | PoolDecodeKV = PoolDecodeKV(
+                self.cache.k, self.cache.v, write_slots, read_slots, read_positions,
+                [item.position for item in batch], self.decode_kernel)
         else:
             padded = to_device(pad_rows(read_slots, fill=batch[0].slot), self.device)
             kv = PagedKV(

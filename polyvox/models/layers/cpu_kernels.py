@@ -179,11 +179,16 @@ def _ninja_wheel_bin() -> str | None:
     return getattr(ninja, "BIN_DIR", None)
 
 
+def can_build() -> bool:
+    """Whether this machine should build the kernels: Linux with g++, not switched off.
+    Where this holds and a getter still returns None, the build failed (logged)."""
+    return (os.environ.get("POLYVOX_CPU_KERNELS", "1") != "0"
+            and sys.platform.startswith("linux") and shutil.which("g++") is not None)
+
+
 @functools.cache
 def _module() -> object | None:
-    if os.environ.get("POLYVOX_CPU_KERNELS", "1") == "0":
-        return None
-    if not sys.platform.startswith("linux") or shutil.which("g++") is None:
+    if not can_build():
         return None
     if not _ninja_on_path():
         log.warning("compiled CPU kernels unavailable (ninja not found): plain torch paths")

@@ -52,8 +52,7 @@ class PagedKV:
         self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         heads, dim = k.shape[-2:]
-        self.k_cache[layer].index_copy_(0, self.write_slots, k.reshape(-1, heads, dim))
-        self.v_cache[layer].index_copy_(0, self.write_slots, v.reshape(-1, heads, dim))
+        _write(self.k_cache[layer], self.v_cache[layer], self.write_slots, k, v)
         # NOTE: index_select on the flat slots is several times faster on CPU than
         # advanced indexing with the 2-D index.
         flat = self.read_slots.reshape(-1)
@@ -67,16 +66,27 @@ class PagedKV:
         return keys.view(shape), values.view(shape), self.read_positions  # [B, S, Hkv, D]
 
 
-class PoolDecodeKV(PagedKV):
+def _write(k_layer: torch.Tensor, v_layer: torch.Tensor, slots: torch.Tensor,
+           k: torch.Tensor, v: torch.Tensor) -> None:
+    """Store new keys and values [..., Hkv, D] at their flat `slots` of one layer."""
+    heads, dim = k.shape[-2:]
+    k_layer.index_copy_(0, slots, k.reshape(-1, heads, dim))
+    v_layer.index_copy_(0, slots, v.reshape(-1, heads, dim))
+
+
+class PoolDecodeKV:
     """Decode rows (one new token each) attended in place in the pool by `kernel`
     (`cpu_kernels.paged_decode_attention()`): no gather. Each row sees its request's keys
-    at positions <= its own (within `context` if set), as `attend` would."""
+    at positions <= its own (within `context` if set), as `attend` would. Transformer
+    layers call `write_and_attend` on stores that have it instead of `write_and_read`."""
+
+    allowed = None
+    segments = None
 
     def __init__(self, k_cache: torch.Tensor, v_cache: torch.Tensor, write_slots: torch.Tensor,
                  read_slots: list[list[int]], read_positions: list[list[int]],
                  positions: list[int], kernel: Callable[..., torch.Tensor]) -> None:
-        super().__init__(k_cache, v_cache, write_slots, read_slots=torch.empty(0),
-                         read_positions=torch.empty(0))
+        self.k_cache, self.v_cache, self.write_slots = k_cache, v_cache, write_slots
         self.rows = (read_slots, read_positions, positions)
         self.kernel = kernel
         self._visible: tuple[int | None, torch.Tensor, torch.Tensor] | None = None
@@ -89,10 +99,8 @@ class PoolDecodeKV(PagedKV):
                          context: int | None) -> torch.Tensor:
         """q [B, 1, H, D], the new k, v [B, 1, Hkv, D] -> attention output [B, 1, H, D]."""
         batch, _, heads, dim = q.shape
-        kv_heads = k.shape[-2]
         k_layer, v_layer = self.k_cache[layer], self.v_cache[layer]
-        k_layer.index_copy_(0, self.write_slots, k.reshape(-1, kv_heads, dim))
-        v_layer.index_copy_(0, self.write_slots, v.reshape(-1, kv_heads, dim))
+        _write(k_layer, v_layer, self.write_slots, k, v)
         slots, offsets = self._visible_slots(context)
         out = self.kernel(q.reshape(batch, heads, dim).to(k_layer.dtype).contiguous(),
                           k_layer, v_layer, slots, offsets, 1 / math.sqrt(dim))
@@ -101,15 +109,18 @@ class PoolDecodeKV(PagedKV):
     def _visible_slots(self, context: int | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Each row's visible slots, flat, and where each row's run starts ([B + 1])."""
         if self._visible is None or self._visible[0] != context:
-            kept: list[int] = []
-            offsets = [0]
-            for slots, keys, query in zip(*self.rows, strict=True):
-                low = -1 if context is None else query - context
-                kept += [slot for slot, key in zip(slots, keys, strict=True)
-                         if low < key <= query and key >= 0]
-                offsets.append(len(kept))
-            self._visible = (context, torch.tensor(kept, dtype=torch.long),
-                             torch.tensor(offsets, dtype=torch.long))
+            read_slots, read_positions, positions = self.rows
+            lengths = torch.tensor([len(row) for row in read_slots])
+            slots = torch.tensor([s for row in read_slots for s in row], dtype=torch.long)
+            keys = torch.tensor([p for row in read_positions for p in row], dtype=torch.long)
+            query = torch.tensor(positions, dtype=torch.long).repeat_interleave(lengths)
+            visible = (keys >= 0) & (keys <= query)
+            if context is not None:
+                visible &= keys > query - context
+            owner = torch.arange(len(read_slots)).repeat_interleave(lengths)
+            counts = torch.bincount(owner[visible], minlength=len(read_slots))
+            offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
+            self._visible = (context, slots[visible], offsets)
         return self._visible[1], self._visible[2]
 
 
