@@ -16,36 +16,26 @@ def _say(args: argparse.Namespace) -> int:
     import torch
 
     from polyvox.audio.wav import write_wav
-    from polyvox.models.registry import load_model
+    from polyvox.speak import Speaker
 
     torch.set_num_threads(max(1, args.threads)) if args.threads else None
-    model = load_model(args.model, weights=args.weights, tokenizer=args.tokenizer,
-                       seed=args.seed, device=args.device, precision=args.precision)
-    if getattr(model, "is_random", False):
+    speaker = Speaker.load(args.model, weights=args.weights, tokenizer=args.tokenizer,
+                           device=args.device, precision=args.precision)
+    if speaker.is_random:
         print(f"note: no weights found for {args.model}: it runs with random weights, so the "
               "audio will be noise. Pass --weights PATH (see README, 'Real Pocket TTS weights').",
               file=sys.stderr)
+    voice = speaker.add_voice(args.voice) if args.voice else "default"
     started = time.perf_counter()
-    audio = _synthesize(model, args)
+    audio = speaker.speak(args.text, voice=voice, seed=args.seed, temperature=args.temperature,
+                          speed=args.speed, normalize=args.normalize)
     elapsed = time.perf_counter() - started
-    write_wav(args.output, audio, model.sample_rate)
-    seconds = audio.numel() / model.sample_rate
+    write_wav(args.output, audio, speaker.sample_rate)
+    seconds = audio.numel() / speaker.sample_rate
     print(f"wrote {Path(args.output).resolve()} ({seconds:.2f} s of audio at "
-          f"{model.sample_rate} Hz, made in {elapsed:.2f} s, {seconds / max(elapsed, 1e-9):.1f}x "
+          f"{speaker.sample_rate} Hz, made in {elapsed:.2f} s, {seconds / max(elapsed, 1e-9):.1f}x "
           "real time)")
     return 0
-
-
-def _synthesize(model, args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from polyvox.models.pocket.model import GenerationParams, PocketTTS, load_voice_path
-
-    if isinstance(model, PocketTTS):
-        voice = load_voice_path(model, args.voice) if args.voice else None
-        params = GenerationParams(temperature=args.temperature, seed=args.seed)
-        return model.synthesize(args.text, voice, params)
-    if args.voice:
-        raise ValueError(f"{args.model} has a single voice: drop --voice")
-    return model.synthesize(args.text, seed=args.seed)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -78,8 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--weights", help="checkpoint file, directory or cached HF repo id")
     say.add_argument("--tokenizer", help="tokenizer file (when not next to the weights)")
     say.add_argument("--voice", help="voice: a reference WAV or a voice-state .safetensors")
-    say.add_argument("--seed", type=int, default=0)
+    say.add_argument("--seed", type=int, default=0, help="sampling seed (as the API's seed)")
     say.add_argument("--temperature", type=float, default=None)
+    say.add_argument("--speed", type=float, default=1.0, help="pace, as OpenAI's speed")
+    say.add_argument("--no-normalize", dest="normalize", action="store_false",
+                     help="speak the text as written (no reading of numbers, dates, ...)")
     say.add_argument("--device", default="cpu")
     say.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
                      default="float32")

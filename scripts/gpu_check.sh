@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 PY=${PYTHON:-python3}
 BUDGET=${GPU_CHECK_SECONDS:-470}  # all steps together
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 # Tokenizers for the random-weight models, trained by scripts/gpu_wheels.sh.
 [ -d .gpu-wheels/tokenizers ] && export POLYVOX_TOKENIZER_DIR=$PWD/.gpu-wheels/tokenizers
 
@@ -57,21 +57,24 @@ run() {
   fi
   echo "== $name (limit ${limit}s): $*"
   local start=$SECONDS
-  timeout --kill-after=10 "$limit" "$@"
+  # SIGABRT first: with PYTHONFAULTHANDLER set, a step that hangs prints every thread's stack.
+  timeout --signal=ABRT --kill-after=10 "$limit" "$@"
   echo "== $name: exit $? after $((SECONDS - start))s"
 }
 
-run cuda-tests 150 $PY -m pytest tests/gpu -q -p no:cacheprovider -rs \
+run cuda-tests 120 $PY -m pytest tests/gpu -q -p no:cacheprovider -rs \
   --junitxml "$OUT/cuda_tests.xml"
 
 BENCH=($PY -m polyvox.cli bench --device cuda --modes batched --requests 1 --threads 4
        --max-running 256 --kv-memory-mb 16384)
-run pocket-graphs-on 150 "${BENCH[@]}" --model pocket/english --concurrency 1,16,64,128,256 \
-  --graphs cuda --overlap on --capacity --json "$OUT/pocket_graphs_on.json"
-run pocket-graphs-off 100 "${BENCH[@]}" --model pocket/english --concurrency 1,16,64,128,256 \
+run pocket-graphs-on 100 "${BENCH[@]}" --model pocket/english --concurrency 1,16,64,256 \
+  --graphs cuda --overlap on --json "$OUT/pocket_graphs_on.json"
+run pocket-graphs-off 70 "${BENCH[@]}" --model pocket/english --concurrency 1,16,64,256 \
   --graphs off --overlap off --json "$OUT/pocket_graphs_off.json"
-run pocket-bf16 60 "${BENCH[@]}" --model pocket/english --concurrency 64,256 \
+run pocket-bf16 50 "${BENCH[@]}" --model pocket/english --concurrency 64,256 \
   --precision bfloat16 --graphs cuda --overlap on --json "$OUT/pocket_bf16.json"
+run pocket-capacity 150 "${BENCH[@]}" --model pocket/english --concurrency 1,64,128,256 \
+  --graphs cuda --overlap on --capacity --json "$OUT/pocket_capacity.json"
 if $PY -c "import piper, onnxruntime" 2>/dev/null; then
   run piper 60 "${BENCH[@]}" --model piper/joe --concurrency 1,16,64 \
     --json "$OUT/piper.json"

@@ -23,14 +23,19 @@ def test_say_writes_a_wav_and_warns_about_random_weights(tmp_path) -> None:
         assert wav.getnframes() > 1920
 
 
-def test_the_default_voice_is_our_own_trained_ar_voice(tmp_path) -> None:
-    out = tmp_path / "default.wav"
-    result = _polyvox("say", "Good morning. Your table is ready.", "-o", str(out))
+def test_the_default_voice_is_piper_joe_through_the_normalizer(tmp_path) -> None:
+    out, raw = tmp_path / "default.wav", tmp_path / "raw.wav"
+    text = "Your total is $12.50."
+    result = _polyvox("say", text, "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert "noise" not in result.stderr  # shipped weights, not random ones
-    with wave.open(str(out)) as wav:
-        assert wav.getframerate() == 22050  # the Piper teacher's rate
-        assert wav.getnframes() > 22050  # two clauses of speech: well over a second
+    result = _polyvox("say", text, "-o", str(raw), "--no-normalize")
+    assert result.returncode == 0, result.stderr
+    with wave.open(str(out)) as wav, wave.open(str(raw)) as unnormalized:
+        assert wav.getframerate() == 22050  # Piper joe's rate
+        assert wav.getnframes() > 22050  # "twelve dollars and fifty cents": over a second
+        # Read as words ("twelve dollars and fifty cents"), not symbol by symbol.
+        assert wav.getnframes() != unnormalized.getnframes()
 
 
 def test_unknown_model_is_a_clear_error(tmp_path) -> None:

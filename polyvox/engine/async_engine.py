@@ -45,6 +45,11 @@ class AsyncEngine:
             self._thread = threading.Thread(target=self._loop, name="polyvox-engine", daemon=True)
             self._thread.start()
 
+    @property
+    def is_running(self) -> bool:
+        """The engine thread is stepping the engine (nothing else may touch it)."""
+        return self._thread is not None
+
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()

@@ -1,11 +1,13 @@
 """Model names -> loaded models.
 
-    pocket/joe-ar            our own AR voice distilled from Piper joe, the default (weights
-                             ship in the package; model card polyvox/models/pocket/joe_ar.md;
-                             needs polyvox[piper]: the teacher's phonemizer and decoder)
+    pocket/joe-ar            our own AR voice distilled from Piper joe (weights ship in the
+                             package; model card polyvox/models/pocket/joe_ar.md; needs
+                             polyvox[piper]: the teacher's phonemizer and decoder)
     pocket/<config>          a Pocket TTS config (e.g. pocket/english, pocket/english_2m)
     pocket:<file.yaml>       a Pocket TTS config file
-    piper/joe                the Piper en_US-joe-medium voice (needs polyvox[piper])
+    piper/joe                the Piper en_US-joe-medium voice (needs polyvox[piper]), the
+                             default: the most intelligible voice on the test split
+                             (docs/voices.md)
     piper:<voice.onnx>       any Piper voice (.onnx with its .onnx.json beside it)
 """
 
@@ -13,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-DEFAULT_MODEL = "pocket/joe-ar"
+DEFAULT_MODEL = "piper/joe"  # the best voice by measurement: docs/voices.md
 
 
 def model_names() -> list[str]:
     from polyvox.models.pocket.loader import preset_names
 
-    return ["pocket/joe-ar", "piper/joe"] + [f"pocket/{name}" for name in preset_names()]
+    return ["piper/joe", "pocket/joe-ar"] + [f"pocket/{name}" for name in preset_names()]
 
 
 def load_model(name: str, weights: str | None = None, tokenizer: str | None = None,
