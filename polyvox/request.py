@@ -55,7 +55,9 @@ class AudioChunk:
     ends_clause: bool = False  # the last samples of that clause
 
 
-@dataclass
+# NOTE: eq=False: a request equals only itself. Requests are looked up in lists every step;
+# a field-by-field __eq__ made that cost O(n^2) field compares per step (~20 ms at 128 streams).
+@dataclass(eq=False)
 class Request:
     request_id: str
     voice: Any  # the engine's registered voice entry

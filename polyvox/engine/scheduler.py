@@ -494,7 +494,8 @@ class Scheduler:
                     prefills: list[PrefillItem]) -> list[StepItem]:
         now, rate = time.monotonic(), self.family.audio.sample_rate
         chosen = sorted(generating, key=lambda r: r.slack(now, rate))[: self.config.max_running]
-        chosen.sort(key=self.running.index)
+        kept = set(chosen)  # in the running order
+        chosen = [r for r in self.running if r in kept]
         items: list[StepItem] = []
         # NOTE: a request that already reserved slots this step is never preempted.
         protected = {id(item.request) for item in prefills}
