@@ -1,11 +1,27 @@
 """Compiled CPU kernels for what torch has no fast path for, each with a plain-torch reference.
 
-Built once per machine from the C++ below with `torch.utils.cpp_extension.load_inline`
-(gcc, OpenMP, ninja; cached under torch's extension directory, ~30 s the first time, ~1 s
-after). Where the build is not possible (no compiler, another OS, a GPU-only install) or
-`POLYVOX_CPU_KERNELS=0`, the getters return None and callers keep the plain-torch path.
-The engine builds them when it is constructed (`Runner`), never in the middle of a
-request.
+Built from the C++ below with `torch.utils.cpp_extension.load_inline` (gcc, OpenMP,
+ninja; ~30 s the first time, well under a second to load after). Where the build is not
+possible (no compiler, another OS, a GPU-only install) or `POLYVOX_CPU_KERNELS=0`, the
+getters return None and callers keep the plain-torch path. The engine builds them when it
+is constructed (`Runner`), never in the middle of a request.
+
+The build is cached once per machine and torch version, shared by every virtual
+environment: `$POLYVOX_KERNEL_CACHE` if set, else `$XDG_CACHE_HOME/polyvox/kernels`
+(`~/.cache/polyvox/kernels`), then `torch-<version>-<python abi>/polyvox_cpu_kernels_<digest>`,
+the digest covering the source, the CPU's feature flags, the compiler and its flags.
+
+- A build runs in a fresh `<name>.build-*` directory next to that one and is renamed into
+  place only once it has built and loaded, with a `BUILT` marker: a directory without the
+  marker is never loaded, and torch's own `lock` file stays in the discarded temporary.
+- Builders hold `fcntl.flock` on `<name>.lock` (which records their pid). The kernel drops
+  it when the holder dies, so a build interrupted by Ctrl-C or a kill blocks nothing: the
+  next start takes the lock, clears the leftovers and builds again.
+- While another live process builds, a start does not wait: the getters return None (one
+  warning names the builder) and this process keeps the plain-torch paths to its end; the
+  next start loads the kernels. NOTE: the outcome is decided once per process, because the
+  `Runner` takes its kernel at construction and `ELU` asks on every call: picking the
+  kernels up later would load a library mid-request and change bf16 rounding mid-stream.
 
 Kernels:
 
@@ -26,11 +42,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import logging
 import os
 import shutil
+import socket
+import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -181,31 +203,113 @@ def _ninja_wheel_bin() -> str | None:
 
 def can_build() -> bool:
     """Whether this machine should build the kernels: Linux with g++, not switched off.
-    Where this holds and a getter still returns None, the build failed (logged)."""
+    Where this holds and a getter still returns None, the build failed or another live
+    process was building it at this process's start (both logged)."""
     return (os.environ.get("POLYVOX_CPU_KERNELS", "1") != "0"
             and sys.platform.startswith("linux") and shutil.which("g++") is not None)
 
 
-@functools.cache
+_FUNCTIONS = ["paged_decode", "elu_bf16"]
+_CFLAGS = ["-O3", "-march=native", "-fopenmp"]
+_LDFLAGS = ["-fopenmp"]
+_MARKER = "BUILT"  # written last, before the rename; holds the module's name
+_first_call = threading.Lock()
+
+
+def cache_directory() -> Path:
+    """Where this machine's build of the kernels lives (see the module docstring); its
+    name is also the extension module's name."""
+    root = os.environ.get("POLYVOX_KERNEL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "polyvox", "kernels")
+    # NOTE: built for this CPU (-march=native) by this compiler: the digest carries both,
+    # so a cache shared with another kind of machine is never reused.
+    key = "\0".join([_SOURCE, _cpu_flags(), _compiler_version(), *_CFLAGS, *_LDFLAGS])
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+    abi = f"torch-{torch.__version__}-{sys.implementation.cache_tag}"
+    return Path(root) / abi / f"polyvox_cpu_kernels_{digest}"
+
+
 def _module() -> object | None:
+    with _first_call:  # one outcome per process, even when threads ask at once
+        return _module_once()
+
+
+@functools.cache
+def _module_once() -> object | None:
     if not can_build():
         return None
     if not _ninja_on_path():
         log.warning("compiled CPU kernels unavailable (ninja not found): plain torch paths")
         return None
+    directory = None
+    try:
+        directory = cache_directory()
+        return _load_or_build(directory)
+    except Exception as error:  # any build problem: keep the plain path, say why once
+        log.warning("compiled CPU kernels unavailable (%s): plain torch paths; the cache is "
+                    "%s (POLYVOX_KERNEL_CACHE moves it; deleting it rebuilds)", error, directory)
+        return None
+
+
+def _load_or_build(directory: Path) -> object | None:
+    """The finished build in `directory`, else a fresh one built under the lock, or None
+    while another live process holds the lock."""
+    if (directory / _MARKER).is_file():
+        return _load(directory)
+    import fcntl  # Linux only, as can_build() is
+
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    # "a+": create if missing, never truncate what a live holder wrote.
+    with open(directory.with_name(directory.name + ".lock"), "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            owner = lock.read().strip() or "another process"
+            log.warning("compiled CPU kernels are being built by %s (%s): plain torch paths in "
+                        "this process, the next start loads them", owner, directory)
+            return None
+        if (directory / _MARKER).is_file():  # finished between our check and the lock
+            return _load(directory)
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        lock.flush()
+        # NOTE: the kernel drops a flock when its holder dies, so while we hold it no one
+        # else builds: an unmarked directory or a temporary next to it is an interrupted
+        # build's.
+        for leftover in directory.parent.glob(directory.name + ".build-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        shutil.rmtree(directory, ignore_errors=True)
+        return _build(directory)
+
+
+def _build(directory: Path) -> object:
+    """Builds in a fresh temporary next to `directory` (so torch's own `lock` file never
+    outlives an interrupted build) and renames it into place once built and loaded."""
     from torch.utils.cpp_extension import load_inline
 
-    # NOTE: built for this CPU (-march=native): the name carries the source and the CPU's
-    # feature flags, so a cache shared with another kind of machine is never reused.
-    digest = hashlib.sha1((_SOURCE + _cpu_flags()).encode()).hexdigest()[:12]
+    log.info("building the compiled CPU kernels into %s (~30 s, once per machine)", directory)
+    staging = tempfile.mkdtemp(prefix=directory.name + ".build-", dir=directory.parent)
     try:
-        return load_inline(f"polyvox_cpu_kernels_{digest}", cpp_sources=_SOURCE,
-                           functions=["paged_decode", "elu_bf16"],
-                           extra_cflags=["-O3", "-march=native", "-fopenmp"],
-                           extra_ldflags=["-fopenmp"])
-    except Exception as error:  # any build problem: keep the plain path, say why once
-        log.warning("compiled CPU kernels unavailable (%s): plain torch paths", error)
-        return None
+        module = load_inline(directory.name, cpp_sources=_SOURCE, functions=_FUNCTIONS,
+                             extra_cflags=_CFLAGS, extra_ldflags=_LDFLAGS,
+                             build_directory=staging)
+        Path(staging, _MARKER).write_text(module.__name__ + "\n")
+        os.chmod(staging, 0o755)  # mkdtemp's 0o700 would hide it from a shared cache's users
+        os.replace(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when the rename happened
+    return module
+
+
+def _load(directory: Path) -> object:
+    name = (directory / _MARKER).read_text().strip()
+    spec = importlib.util.spec_from_file_location(name, directory / f"{name}.so")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no extension module {name} in {directory}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _cpu_flags() -> str:
@@ -214,6 +318,15 @@ def _cpu_flags() -> str:
             return next((line for line in info if line.startswith("flags")), "")
     except OSError:
         return ""
+
+
+def _compiler_version() -> str:
+    compiler = os.environ.get("CXX", "c++")  # the compiler torch builds with
+    try:
+        return subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                              timeout=30).stdout.partition("\n")[0]
+    except (OSError, subprocess.SubprocessError):
+        return compiler
 
 
 def paged_decode_attention() -> Callable[..., torch.Tensor] | None:
