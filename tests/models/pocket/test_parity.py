@@ -130,3 +130,26 @@ def test_a_perturbed_weight_breaks_parity(make_pair) -> None:
             weight.copy_(original)
     assert rel_error(latents, ref_latents) > TOLERANCE
     assert rel_error(audio, ref_audio) > TOLERANCE
+
+
+@pytest.mark.parametrize(("name", "text"), [("english_2m", LONG), ("english", SHORT)])
+def test_the_engine_matches_pocket_tts_through_the_compiled_kernel(make_pair, name,
+                                                                   text) -> None:
+    """The served path (the engine, pocket-compatible chaining, the AR step's attention in
+    the KV pool through the compiled kernel where it builds) against pocket-tts itself."""
+    from polyvox.config import EngineConfig
+    from polyvox.engine.engine import Engine, run_to_completion
+    from polyvox.models.layers import cpu_kernels
+    from polyvox.models.pocket.model import GenerationParams
+
+    pair = make_pair(name, None)
+    threshold = eos_threshold_that_fires(pair.polyvox, text)
+    _, ref_audio = reference_generate(pair.reference, text, threshold)
+    engine = Engine(pair.polyvox, EngineConfig(chaining="pocket"))
+    assert (engine.runner.decode_kernel is not None) == cpu_kernels.can_build()
+    empty = pair.polyvox.empty_voice()
+    engine.register_voice("default", empty.k, empty.v)
+    params = GenerationParams(temperature=0.0, eos_threshold=threshold)
+    engine.add_request(text, "default", params, request_id="r", normalize=False)
+    audio = run_to_completion(engine)["r"]
+    assert rel_error(audio, ref_audio) <= TOLERANCE
