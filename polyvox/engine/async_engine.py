@@ -167,6 +167,10 @@ class AsyncEngine:
             await self.call(lambda: self.engine.finish_text(request_id))
         except EngineError:
             pass  # the request ended meanwhile (aborted or failed)
+        except Exception as error:  # a piece the text path cannot take: end the stream
+            # loudly, never leave its listener waiting for text that will not come
+            message = f"the text could not be read: {error!r}"
+            await self.call(lambda: self.engine.fail(request_id, message))
 
     def abort(self, request_id: str) -> None:
         """Abort from any thread; takes effect before the next engine step."""

@@ -27,6 +27,7 @@ from polyvox.models.base import ModelFamily
 from polyvox.request import AudioChunk, Request, Status
 from polyvox.text.normalize import make_normalizer
 from polyvox.text.pipeline import TextPipeline
+from polyvox.text.sanitize import clean_text
 
 MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored on a clause's first frames (pocket-tts' rule)
 BEHIND_SECONDS = 0.1  # a listener this far short of real time has heard an underrun
@@ -161,6 +162,7 @@ class Engine:
         request = Request(request_id, self.voices[voice], params, text_complete=text_complete)
         request.generator.manual_seed(params.seed)
         if text_complete and self.config.chaining == "pocket":
+            text = clean_text(text)  # as TextPipeline does: no control or format characters
             if normalize:
                 text = make_normalizer("en").normalize(text)
             if text.strip():
@@ -191,6 +193,12 @@ class Engine:
             request.pending_clauses.extend(request.splitter.flush())
             request.text_complete = True
 
+    def fail(self, request_id: str, message: str) -> None:
+        """End a request with an error (its stream ends with `message`); frees what it holds."""
+        request = self.requests.get(request_id)
+        if request is not None and not request.status.is_done:
+            self.scheduler.fail(request, message)
+
     def abort(self, request_id: str) -> None:
         """Stop a request now: every block and slot it holds returns to its pool."""
         request = self.requests.pop(request_id, None)
@@ -210,11 +218,11 @@ class Engine:
     def has_work(self) -> bool:
         """Something to admit, prefill, step, decode, deliver or finish (a stream waiting
         for more streamed text has none)."""
-        return self._in_flight is not None or bool(self._undelivered) or any(
+        return (self._in_flight is not None or bool(self._undelivered)
+                or bool(self.scheduler.failed) or any(
             r.status is Status.WAITING or r.clause is not None or r.pending_clauses
             or r.pending_latents or r.text_complete
-            for r in self.requests.values()
-        )
+            for r in self.requests.values()))
 
     def step(self) -> list[AudioChunk]:
         """Schedule -> prefill -> AR step -> decode -> deliver. In the overlapped loop the

@@ -398,7 +398,7 @@ class Scheduler:
             request = self.waiting[0]
             if request.pending_clauses and not self._fits_first_clause(request):
                 if not self.running:
-                    self._fail(request, "the text's first clause does not fit in the KV pool")
+                    self.fail(request, "the text's first clause does not fit in the KV pool")
                     continue
                 return
             self.waiting.pop(0)
@@ -427,7 +427,7 @@ class Scheduler:
             try:
                 plan = self.family.plan_clause(text, request.params)
             except ValueError as error:
-                self._fail(request, f"bad clause {text!r}: {error}")
+                self.fail(request, f"bad clause {text!r}: {error}")
                 continue
             if not self.family.is_autoregressive:
                 if len(items) >= self.config.max_clause_prefills_per_step or (
@@ -450,7 +450,7 @@ class Scheduler:
             needed = request.table.blocks_needed(count, self.blocks.block_size)
             if not self.blocks.can_allocate(needed):
                 if len(self.running) == 1:
-                    self._fail(request, "the clause does not fit in the KV pool")
+                    self.fail(request, "the clause does not fit in the KV pool")
                 break
             request.pending_clauses.popleft()
             positions = list(range(request.next_position, request.next_position + count))
@@ -582,7 +582,7 @@ class Scheduler:
             self.slots.release(request.decoder_slot)
             request.decoder_slot = None
 
-    def _fail(self, request: Request, message: str) -> None:
+    def fail(self, request: Request, message: str) -> None:
         request.error = message
         self.release(request)
         request.status = Status.FAILED

@@ -16,6 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from polyvox.text.sanitize import encodable
+
 log = logging.getLogger(__name__)
 
 ERROR_TYPES = {
@@ -52,7 +54,10 @@ class APIError(Exception):
 
 def error_body(message: str, type: str, param: str | None = None,
                code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+    # NOTE: a message may quote what a client sent; a lone surrogate in it would make the
+    # JSON response unencodable (a 500 in place of the error meant).
+    return {"error": {"message": encodable(message), "type": type, "param": param,
+                      "code": code}}
 
 
 def validation_error(errors: list[Any]) -> APIError:

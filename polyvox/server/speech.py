@@ -34,6 +34,7 @@ from polyvox.server.encoders import MAX_RATE, MIN_RATE, Encoder, format_error
 from polyvox.server.errors import APIError
 from polyvox.server.state import LiveStream, ServerState
 from polyvox.server.streaming import StreamResponse
+from polyvox.text.sanitize import clean_text, encodable
 
 log = logging.getLogger(__name__)
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -57,13 +58,19 @@ class SpeechBody(BaseModel):
 
 
 def check_text(text: str, limit: int, param: str = "input") -> str:
-    if not text.strip():
-        raise APIError(400, f"{param} is empty: give at least one word to speak", param=param)
+    """The text to speak, cleaned (`clean_text`), or a 400 saying why there is none."""
+    cleaned = clean_text(text)
+    if not cleaned.strip():
+        detail = "" if not text.strip() else (
+            " once control and invisible formatting characters are removed (it holds only "
+            "such characters: NUL, zero-width spaces, bidi marks, lone surrogates, ...)")
+        raise APIError(400, f"{param} is empty{detail}: give at least one word to speak",
+                       param=param)
     if len(text) > limit:
         raise APIError(400, f"{param} is {len(text)} characters, over the limit of {limit}: "
                        "split it into several requests (or stream it over the WebSocket)",
                        param=param)
-    return text
+    return cleaned
 
 
 @router.post("/v1/audio/speech")
@@ -83,6 +90,11 @@ async def create_speech(request: Request) -> Response:
     except APIError as error:
         if error.status < 500:
             state.metrics.bad_requests.labels("speech").inc()
+        # NOTE: a message or param may quote what the client sent (a JSON "\ud800" is a
+        # lone surrogate), and the response must still encode as UTF-8.
+        error.message = encodable(error.message)
+        if error.param is not None:
+            error.param = encodable(error.param)
         raise
     encoder = Encoder(body.response_format, served.sample_rate, body.sample_rate)
     ticket = await _admit_unless_gone(request, state)

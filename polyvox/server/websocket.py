@@ -33,6 +33,7 @@ from polyvox.server.encoders import Encoder, format_error, output_rate
 from polyvox.server.errors import APIError, error_body
 from polyvox.server.state import ServerState
 from polyvox.server.ws_messages import Configure, ProtocolError, TextDelta, parse, validated
+from polyvox.text.sanitize import encodable, has_speech
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -49,14 +50,26 @@ class Utterance:
         self.index = index
         self.first_text_at = time.monotonic()
         self.num_chars = 0
+        self.has_speech = False  # some text is more than whitespace once cleaned
         self._pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        self._is_decided = asyncio.Event()  # has_speech, or the utterance ended without
 
     def add(self, text: str) -> None:
         self.num_chars += len(text)
         self._pieces.put_nowait(text)
+        if not self.has_speech and has_speech(text):
+            self.has_speech = True
+            self._is_decided.set()
 
     def end(self) -> None:
         self._pieces.put_nowait(None)
+        self._is_decided.set()
+
+    async def wait_for_speech(self) -> bool:
+        """Wait for the first text with something to speak (True), or for the end of an
+        utterance that had none (False)."""
+        await self._is_decided.wait()
+        return self.has_speech
 
     async def pieces(self) -> AsyncIterator[str]:
         while (piece := await self._pieces.get()) is not None:
@@ -203,15 +216,25 @@ class Session:
     async def _speak(self, utterance: Utterance) -> bool:
         """Generate and send one utterance; False when the session cannot go on."""
         assert self.settings is not None
+        # NOTE: an utterance of only whitespace, control or format characters ("", "\n",
+        # NUL, zero-width spaces) speaks nothing, so it takes no turn and never reaches the
+        # engine; it still gets its utterance.done.
+        has_speech = await utterance.wait_for_speech()
         try:
             served = self.state.served
             encoder = Encoder(self.settings.format, served.sample_rate,
                               self.settings.sample_rate)
-            ticket = await self.state.admit()
+            ticket = await self.state.admit() if has_speech else None
         except APIError as error:
             await self.fail(error.message, CLOSE_TRY_LATER, code=error.code,
                             retry_after=error.headers.get("Retry-After"))
             return False
+        if ticket is None:
+            try:
+                await self._finish(utterance, encoder)
+                return True
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                return False  # the client is gone
         self.is_speaking = True
         stream = self.state.start(utterance.pieces(), self.voice, self.params, ticket,
                                   "websocket", utterance.first_text_at,
@@ -230,12 +253,7 @@ class Session:
                 if stream.ends_clause:
                     await self.send({"type": "clause.done", "utterance": utterance.index,
                                      "clause": stream.clause_index})
-            tail = encoder.finish()
-            if tail:
-                await self.send_bytes(tail)
-            await self.send({"type": "utterance.done", "utterance": utterance.index,
-                             "audio_seconds": round(encoder.num_samples / encoder.sample_rate,
-                                                    3)})
+            await self._finish(utterance, encoder)
             return True
         except EngineError as error:
             log.warning("websocket utterance failed: %s", error)
@@ -246,6 +264,13 @@ class Session:
         finally:
             self.is_speaking = False
             await stream.close()
+
+    async def _finish(self, utterance: Utterance, encoder: Encoder) -> None:
+        tail = encoder.finish()
+        if tail:
+            await self.send_bytes(tail)
+        await self.send({"type": "utterance.done", "utterance": utterance.index,
+                         "audio_seconds": round(encoder.num_samples / encoder.sample_rate, 3)})
 
     # --- sending -------------------------------------------------------------------------
 
@@ -278,8 +303,9 @@ class Session:
             self.is_closed = True
             if self.websocket.application_state is WebSocketState.CONNECTED:
                 try:
-                    # NOTE: a close reason is at most 123 bytes of UTF-8.
-                    short = reason.encode()[:123].decode(errors="ignore")
+                    # NOTE: a close reason is at most 123 bytes of UTF-8 (and may quote
+                    # a lone surrogate the client sent).
+                    short = encodable(reason).encode()[:123].decode(errors="ignore")
                     await self.websocket.close(code=code, reason=short)
                 except (RuntimeError, OSError):
                     pass

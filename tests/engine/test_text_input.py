@@ -58,3 +58,39 @@ def test_empty_and_symbol_only_text_is_refused(model) -> None:
         with pytest.raises(EngineError, match="empty"):
             engine.add_request(text, "default", params(0))
     assert engine.is_idle()
+
+
+def test_a_text_feed_that_breaks_ends_its_stream_with_an_error(model) -> None:
+    """Streamed text whose source raises: the stream ends with an error at once (never a
+    listener left waiting), the engine frees what the request held and serves on."""
+    import asyncio
+
+    import pytest
+
+    from polyvox.engine.async_engine import AsyncEngine
+    from polyvox.engine.engine import EngineError
+
+    engine = make_engine(model)
+    runtime = AsyncEngine(engine)
+
+    async def pieces():  # type: ignore[no-untyped-def]
+        yield "Hello there, "
+        raise UnicodeError("a piece the text path cannot take")
+
+    async def consume(text) -> int:  # type: ignore[no-untyped-def]
+        samples = 0
+        async for chunk in runtime.generate(text, "default", params(1)):
+            samples += chunk.samples.numel()
+        return samples
+
+    async def main() -> int:
+        with pytest.raises(EngineError, match="could not be read"):
+            await asyncio.wait_for(consume(pieces()), timeout=60)
+        return await asyncio.wait_for(consume("Still serving."), timeout=120)
+
+    runtime.start()
+    try:
+        assert asyncio.run(main()) > 0
+        assert engine.is_idle() and engine.check_integrity()
+    finally:
+        runtime.stop()

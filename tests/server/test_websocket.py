@@ -90,6 +90,9 @@ BAD_SESSIONS = {
     "text not a string": [json.dumps({"type": "configure"}), json.dumps({"type": "text",
                                                                          "text": 5})],
     "binary from the client": [json.dumps({"type": "configure"}), b"\x00\x01"],
+    # A JSON "\ud800" is a lone surrogate: quoted in an error, it must not break the close.
+    "lone surrogate field": [json.dumps({"type": "configure", "\ud800": 1})],
+    "lone surrogate voice": [json.dumps({"type": "configure", "voice": "\ud800"})],
 }
 EXPECTED_WORDS = {
     "malformed JSON": "malformed JSON", "not an object": "JSON object",
@@ -97,6 +100,7 @@ EXPECTED_WORDS = {
     "unknown type": "unknown message type", "unknown field": "sampleRate",
     "unknown voice": "unknown voice 'nobody'", "bad format": "aac", "speed out of range": "speed",
     "text not a string": "text", "binary from the client": "binary frames",
+    "lone surrogate field": "valid string", "lone surrogate voice": "unknown voice",
 }
 
 

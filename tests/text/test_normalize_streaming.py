@@ -26,6 +26,7 @@ ALPHABET = "0123456789 .,:;-/$€£%@#+'()aAmMpPstDrSKQX\n"
 WORDS = [
     "Dr.", "St.", "the", "PM", "p.m.", "ext.", "order", "in", "of", "to", "Baker", "Inc.",
     "No.", "#", "&", "-", "Ma", "March", "May", "Mo", "Monday", "Mon.", "Jr.", "U.S.",
+    "J-O-N", "A-B-1", "X-ray",
 ]  # fmt: skip
 
 fragments = st.one_of(

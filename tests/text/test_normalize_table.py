@@ -199,6 +199,27 @@ PHONES_CARDS_CODES = [
     ("192.168.1.1", "one hundred ninety-two dot one hundred sixty-eight dot one dot one"),
 ]
 
+# Single letters joined by hyphens spell a word: read letter by letter, like a code group.
+# A single letter joined to a real word is a hyphenated word, and one letter with digits
+# is a code.
+SPELLED_WORDS = [
+    ("J-O-N-E-S", "J O N E S"),
+    ("My name is J-O-N-E-S.", "My name is J O N E S."),
+    ("That's Jones, J-O-N-E-S, with an S.", "That's Jones, J O N E S, with an S."),
+    ("j-o-n-e-s", "J O N E S"),
+    ("U-S-A", "U S A"),
+    ("A-B-C-1-2-3", "A-B C one two three"),
+    ("Spell it B-A-K-E-R please", "Spell it B A-K E R please"),  # "A-K": not the article
+    ("I-I-I don't know", "I I I don't know"),
+    ("a well-known co-op", "a well-known co-op"),
+    ("a T-shirt", "a T-shirt"),
+    ("my e-mail", "my e-mail"),
+    ("an X-ray", "an X-ray"),
+    ("the re-do", "the re-do"),
+    ("K-9", "K, nine"),
+    ("J-O-N-E-S-style", "J-O-N-E-S-style"),
+]
+
 EMAILS_AND_URLS = [
     ("j.smith@example.com", "j dot smith at example dot com"),
     (
@@ -364,6 +385,7 @@ CASES = (
     + DATES_AND_YEARS
     + TIMES
     + PHONES_CARDS_CODES
+    + SPELLED_WORDS
     + EMAILS_AND_URLS
     + ABBREVIATIONS_AND_UNITS
     + SENTENCES

@@ -1,5 +1,5 @@
 """Rules for things read piece by piece: phone numbers, card numbers, confirmation codes,
-email addresses and web addresses.
+words spelled with hyphens, email addresses and web addresses.
 
 A wrong digit here is the worst mistake a support voice can make, so digits are read one
 at a time as words ("zero", not "oh") and groups are separated by commas, which a voice
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..base import Spoken
+from ..base import Spoken, is_word_char
 from . import spell
 from .context import at_word_start
 from .vocab import TOP_LEVEL_DOMAINS, URL_SYMBOLS
@@ -42,6 +42,8 @@ _CARD = re.compile(r"\d{4}(?P<separator>[ -])\d{4,6}(?:(?P=separator)\d{4,5}){1,
 _DIGIT_GROUPS = re.compile(r"\d+(?:-\d+){2,}(?![\w-])|\d{5}-\d{4}(?![\w-])")
 _DOTTED_NUMBERS = re.compile(r"\d+(?:\.\d+){2,}(?![\w])")
 _CODE = re.compile(r"[A-Z0-9]+(?:-[A-Z0-9]+)*(?![\w-])")
+# Single letters and digits joined by hyphens: "J-O-N-E-S", "A-B-C-1-2-3".
+_SPELLED = re.compile(r"[A-Za-z0-9](?:-[A-Za-z0-9])+(?![\w-])")
 _SHORT_CODE = re.compile(r"(?P<lead>\d{1,2})(?P<tail>[A-Z])|(?P<head>[A-Z])(?P<trail>\d{1,2})")
 _ALPHANUMERIC = re.compile(r"[^\W_]*\d[^\W_]*")
 _PIECES = re.compile(r"[^\W\d_]+|\d+|.", re.DOTALL)
@@ -187,6 +189,22 @@ def _say_code_group(group: str) -> str:
     return say_characters(
         [spell.DIGIT_WORDS[int(char)] if char.isdecimal() else char for char in group]
     )
+
+
+def spelled_word(text: str, pos: int) -> Spoken | None:
+    """A word spelled out with hyphens, letter by letter as a code group: "J-O-N-E-S" ->
+    "J O N E S", "A-B-C-1-2-3" -> "A-B C one two three". It takes two letters or more, each
+    alone between hyphens, so "X-ray", "T-shirt", "e-mail" and "K-9" are not spelled words.
+    """
+    if pos > 0 and (is_word_char(text[pos - 1]) or text[pos - 1] == "-"):
+        return None
+    match = _SPELLED.match(text, pos)
+    if match is None:
+        return None
+    characters = match[0].split("-")
+    if sum(char.isalpha() for char in characters) < 2:
+        return None
+    return Spoken(match.end(), _say_code_group("".join(characters).upper()))
 
 
 def code(text: str, pos: int) -> Spoken | None:

@@ -14,6 +14,7 @@ from .identifiers import (
     email_address,
     mixed_alphanumeric,
     phone_number,
+    spelled_word,
     web_address,
 )
 from .money import money
@@ -36,6 +37,7 @@ from .times import clock_time
 ENGLISH_RULES: tuple[Rule, ...] = (
     email_address,
     web_address,
+    spelled_word,
     phone_number,
     card_number,
     numeric_date,
