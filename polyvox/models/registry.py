@@ -71,7 +71,7 @@ def _load(name: str, weights: str | None, tokenizer: str | None, seed: int,
           device: str) -> Any:
     if name == "pocket/joe-ar":
         _require_piper_extra(name)  # its text front, flow and decoder are the teacher's
-        from polyvox.train.student_family import load_student_family
+        from polyvox.models.joe_ar.family import load_student_family
 
         return load_student_family(weights=weights, seed=seed, device=device)
     if name.startswith("pocket/") or name.startswith("pocket:"):

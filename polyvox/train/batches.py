@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import torch
 
+from polyvox.models.joe_ar.network import id_features
 from polyvox.train.student import Batch
 from polyvox.train.teacher_data import Utterance
 
@@ -70,12 +71,6 @@ def group_frames(z: torch.Tensor, frames_per_step: int) -> torch.Tensor:
     return z.reshape(steps, frames_per_step * channels)
 
 
-def ungroup_frames(latents: torch.Tensor, channels: int) -> torch.Tensor:
-    """[..., S, G * C] -> [..., S * G, C]."""
-    *lead, steps, width = latents.shape
-    return latents.reshape(*lead, steps * (width // channels), channels)
-
-
 def step_bands(durations: torch.Tensor, frames_per_step: int,
                num_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The ids spoken during each step's frames (+- BAND_MARGIN), and for the final EOS
@@ -90,14 +85,6 @@ def step_bands(durations: torch.Tensor, frames_per_step: int,
     low = torch.cat([low, end_low - BAND_MARGIN]).clamp(0, last_id)
     high = torch.cat([high, torch.tensor([last_id])]).clamp(0, last_id)
     return low, high
-
-
-def id_features(latents: torch.Tensor, durations: torch.Tensor) -> torch.Tensor:
-    """Per id, the latent frame where it starts: [T_frames, C] -> [N, C]. For the prior
-    mean (constant over an id's frames) that is the teacher's text encoding of the id.
-    VITS gives every id at least one frame; an id of none takes the next id's frame."""
-    starts = (durations.cumsum(0) - durations).clamp_max(latents.shape[0] - 1)
-    return latents[starts]
 
 
 def make_examples(utterances: list[Utterance], frames_per_step: int) -> list[Example]:

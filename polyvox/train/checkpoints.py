@@ -19,13 +19,11 @@ import torch
 import yaml
 
 from polyvox.models.pocket.flow_lm import FlowLM
-from polyvox.models.pocket.weights import load_strict
-from polyvox.train.student import StudentConfig, build_student, config_to_dict, load_config
+from polyvox.models.joe_ar.network import PREFIX, StudentConfig, config_to_dict
 
 CHECKPOINT = "checkpoint.pt"
 WEIGHTS = "model.safetensors"
 CONFIG = "config.yaml"
-PREFIX = "flow_lm."
 
 
 def save_checkpoint(out: Path, state: dict[str, Any]) -> Path:
@@ -65,37 +63,3 @@ def export_student(flow_lm: FlowLM, config: StudentConfig, out: Path,
     config_path = out / CONFIG
     config_path.write_text(yaml.safe_dump(data, sort_keys=False))
     return weights, config_path
-
-
-def read_student_weights(flow_lm: FlowLM, weights: str | Path,
-                         keep_missing: tuple[str, ...] = ()) -> None:
-    """Load an export's flow_lm.* tensors into `flow_lm`, strictly (names the first
-    missing, unexpected or misshapen key). Keys starting with a `keep_missing` prefix
-    may be absent from the file: they keep the model's values (a student that gained a
-    module since the export, e.g. `prior_proj`, zero at init)."""
-    tensors = safetensors.torch.load_file(str(weights))
-    unprefixed = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()
-                  if name.startswith(PREFIX)}
-    if len(unprefixed) != len(tensors):
-        extra = sorted(set(tensors) - {PREFIX + name for name in unprefixed})
-        raise ValueError(f"{weights}: keys outside flow_lm.* ({extra[0]!r}): not a student export")
-    for name, tensor in flow_lm.state_dict().items():
-        if name not in unprefixed and name.startswith(keep_missing):
-            unprefixed[name] = tensor
-    load_strict(flow_lm, unprefixed, str(weights))
-
-
-def load_student(config_path: str | Path,
-                 weights: str | Path | None = None) -> tuple[StudentConfig, FlowLM]:
-    """A config file and its weights (its `weights_path`, relative to the file, unless
-    `weights` is given) -> the student, strictly loaded, in eval mode."""
-    config_path = Path(config_path)
-    config = load_config(config_path)
-    if weights is None:
-        if config.weights_path is None:
-            raise FileNotFoundError(f"{config_path} names no weights (weights_path) and none "
-                                    "were given: train them with python -m polyvox.train.distill")
-        weights = config_path.parent / config.weights_path
-    flow_lm = build_student(config)
-    read_student_weights(flow_lm, weights)
-    return config, flow_lm.eval()

@@ -23,24 +23,17 @@ from typing import NamedTuple
 
 import torch
 
-from polyvox.train.batches import Example, LatentStats, make_batch, make_examples, plan_batches
-from polyvox.train.checkpoints import (
-    export_student,
-    load_checkpoint,
-    read_student_weights,
-    save_checkpoint,
-)
-from polyvox.train.student import (
+from polyvox.models.joe_ar.network import (
     DEFAULT_CONFIG,
-    Batch,
-    LossWeights,
     StudentConfig,
     build_student,
     config_to_dict,
-    count_parameters,
     load_config,
-    student_losses,
+    read_student_weights,
 )
+from polyvox.train.batches import Example, LatentStats, make_batch, make_examples, plan_batches
+from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
+from polyvox.train.student import Batch, LossWeights, count_parameters, student_losses
 from polyvox.train.teacher_data import read_data, read_manifest
 
 VALIDATION_EVERY = 50  # one utterance in 50 is held out for the validation loss

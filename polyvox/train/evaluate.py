@@ -27,7 +27,7 @@ import torch
 from polyvox.asr.intelligibility import transcribe_all
 from polyvox.asr.sentences import SENTENCES
 from polyvox.asr.wer import CorpusErrors, corpus_errors
-from polyvox.train.student import DEFAULT_CONFIG
+from polyvox.models.joe_ar.network import DEFAULT_CONFIG
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,8 @@ def format_comparison(sentences: Sequence[str], teacher: VoiceResult,
 def load_run_student(run: Path):
     """A training run's latest checkpoint as a servable student family."""
     from polyvox.train.checkpoints import export_student, load_checkpoint
-    from polyvox.train.student import build_student, config_from_dict
-    from polyvox.train.student_family import load_student_family
+    from polyvox.models.joe_ar.family import load_student_family
+    from polyvox.models.joe_ar.network import build_student, config_from_dict
 
     state = load_checkpoint(run)
     if state is None:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     from polyvox.asr.transcribe import Transcriber
     from polyvox.models.piper.model import PiperModel
-    from polyvox.train.student_family import StudentParams, load_student_family
+    from polyvox.models.joe_ar.family import StudentParams, load_student_family
 
     if args.run is not None:
         family, step = load_run_student(args.run)

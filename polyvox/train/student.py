@@ -24,140 +24,19 @@ l_k and the last input (l_{S-1}) predicts EOS. Losses:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
-import yaml
-from torch import nn
 
 from polyvox.models.layers.attention import NoCache, apply_rope
 from polyvox.models.layers.transformer import TransformerLayer
-from polyvox.models.pocket.config import (
-    BackboneConfig,
-    FlowHeadConfig,
-    FlowLMConfig,
-    LookupTableConfig,
-)
 from polyvox.models.pocket.flow_lm import FlowLM
-
-DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "models" / "pocket" / "joe_ar.yaml"
-
-
-@dataclass(frozen=True)
-class StudentConfig:
-    """The FlowLM (pocket-tts' YAML layout) plus what ties it to the teacher."""
-
-    flow_lm: FlowLMConfig
-    frames_per_step: int = 4  # G teacher frames per AR step
-    latent_channels: int = 192  # teacher z channels
-    teacher: str = "en_US-joe-medium"
-    teacher_noise: bool = False
-    # The teacher latent the student generates: "prior" (the prior's mean; the decoder
-    # runs the teacher's flow, then HiFi-GAN) or "z" (HiFi-GAN's input). teacher_data.py
-    teacher_latent: str = "prior"
-    # Extra per-token text input: "teacher_prior" adds, to each phoneme id's embedding, a
-    # projection of the teacher's text-encoder output for it (the prior mean of that id,
-    # computed at prefill from the ids alone, no durations); None: ids only.
-    text_features: str | None = None
-    default_temperature: float = 1.0
-    default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
-    frames_after_eos: int = 0  # AR steps kept after the EOS step
-    weights_path: str | None = None  # relative to the config file
-    name: str = "joe-ar"
-
-    def __post_init__(self) -> None:
-        if self.frames_per_step < 1:
-            raise ValueError("frames_per_step must be >= 1")
-        if self.flow_lm.flow.type != "flow_matching":
-            raise ValueError("the distilled student trains a flow_matching head only")
-        if self.teacher_latent not in ("prior", "z"):
-            raise ValueError(f"teacher_latent must be 'prior' or 'z', not {self.teacher_latent!r}")
-        if self.text_features not in (None, "teacher_prior"):
-            raise ValueError("text_features must be 'teacher_prior' or null, "
-                             f"not {self.text_features!r}")
-        if self.text_features == "teacher_prior" and self.teacher_latent != "prior":
-            raise ValueError("text_features 'teacher_prior' needs teacher_latent 'prior' "
-                             "(the features are read from the prior-mean data)")
-
-    @property
-    def latent_dim(self) -> int:
-        return self.latent_channels * self.frames_per_step
-
-
-def config_from_dict(data: dict[str, Any], name: str = "joe-ar") -> StudentConfig:
-    data = dict(data)
-    flow_lm = dict(data.pop("flow_lm"))
-    built = FlowLMConfig(
-        flow=FlowHeadConfig(**flow_lm.pop("flow")),
-        transformer=BackboneConfig(**flow_lm.pop("transformer")),
-        lookup_table=LookupTableConfig(**flow_lm.pop("lookup_table")),
-        **flow_lm,
-    )
-    data.setdefault("name", name)
-    return StudentConfig(flow_lm=built, **data)
-
-
-def load_config(path: str | Path = DEFAULT_CONFIG) -> StudentConfig:
-    """A student YAML file; its `name` defaults to the file's stem with - for _."""
-    path = Path(path)
-    with open(path, encoding="utf-8") as file:
-        return config_from_dict(yaml.safe_load(file), name=path.stem.replace("_", "-"))
-
-
-def config_to_dict(config: StudentConfig) -> dict[str, Any]:
-    """The YAML-ready form (the inverse of config_from_dict)."""
-    return dataclasses.asdict(config)
-
-
-class StudentFlowLM(FlowLM):
-    """A FlowLM whose text embedding may add per-token features: with `text_features`
-    "teacher_prior", token i's embedding is LUT(id_i) + prior_proj(normalized m_i), m_i
-    being the teacher's prior mean for id i (192 channels, normalized by the latent
-    statistics' first frame). `prior_proj` starts at zero: an id-only student loads into
-    it and computes exactly what it computed before."""
-
-    def __init__(self, config: StudentConfig) -> None:
-        super().__init__(config.flow_lm, config.latent_dim, voice_latent_dim=1)
-        self.feature_channels = config.latent_channels
-        self.prior_proj: nn.Linear | None = None
-        if config.text_features == "teacher_prior":
-            self.prior_proj = nn.Linear(config.latent_channels, self.d_model, bias=False)
-            nn.init.zeros_(self.prior_proj.weight)
-
-    @property  # type: ignore[override]
-    def needs_features(self) -> bool:
-        return self.prior_proj is not None
-
-    def embed_text(self, tokens: torch.Tensor,
-                   features: torch.Tensor | None = None) -> torch.Tensor:
-        """tokens [..., T] (+ features [..., T, 192], the teacher's raw prior means) ->
-        [..., T, d_model]."""
-        if self.prior_proj is None:
-            return super().embed_text(tokens, features)
-        embedded = self.conditioner(tokens)
-        if features is None:
-            raise ValueError("this student reads the teacher's prior mean per token: "
-                             "pass features")
-        channels = self.feature_channels
-        normalized = (features.float() - self.emb_mean[:channels]) / self.emb_std[:channels]
-        return embedded + self.prior_proj(normalized)
-
-
-def build_student(config: StudentConfig) -> StudentFlowLM:
-    """A FlowLM with the student's shapes. It has no voice input; its speaker projection
-    stays a 1-wide placeholder (zero-sized tensors trip seeded init and tooling)."""
-    return StudentFlowLM(config)
 
 
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
-
-
-# --- training --------------------------------------------------------------------------
 
 
 class Batch(NamedTuple):

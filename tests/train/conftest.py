@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 import torch
 
-from polyvox.train.student import StudentConfig, config_from_dict
+from polyvox.models.joe_ar.network import StudentConfig, config_from_dict
 
 if TYPE_CHECKING:
     from polyvox.models.piper.model import PiperModel

@@ -10,17 +10,16 @@ import pytest
 import torch
 
 from polyvox.models.layers.attention import ContiguousKV
+from polyvox.models.joe_ar.network import build_student, id_features, ungroup_frames
 from polyvox.train.batches import (
     Example,
     LatentStats,
     group_frames,
-    id_features,
     make_batch,
     plan_batches,
     step_bands,
-    ungroup_frames,
 )
-from polyvox.train.student import build_student, teacher_forcing
+from polyvox.train.student import teacher_forcing
 
 
 def _example(num_ids: int, durations: list[int], channels: int = 192,

@@ -10,9 +10,10 @@ import safetensors.torch
 import torch
 
 from polyvox.models.pocket.weights import WeightsError, load_strict
-from polyvox.train.checkpoints import WEIGHTS, export_student, load_student
+from polyvox.models.joe_ar.network import build_student, load_student
+from polyvox.train.checkpoints import WEIGHTS, export_student
 from polyvox.train.distill import Distiller, TrainConfig
-from polyvox.train.student import LossWeights, build_student, teacher_forcing
+from polyvox.train.student import LossWeights, teacher_forcing
 
 
 def _config(steps: int, **changes) -> TrainConfig:

@@ -11,7 +11,7 @@ import yaml
 
 from polyvox.config import EngineConfig
 from polyvox.engine.engine import Engine, run_to_completion
-from polyvox.train.student import config_to_dict
+from polyvox.models.joe_ar.network import config_to_dict
 
 TEXT = "The kite flew. It came back, slowly."
 
@@ -20,7 +20,7 @@ TEXT = "The kite flew. It came back, slowly."
 def family(request, tiny_config, teacher, tmp_path_factory: pytest.TempPathFactory):
     """A tiny student of either teacher latent: the prior's mean (decoded through the
     teacher's flow) or z; "+features": it also reads the teacher's text encoding."""
-    from polyvox.train.student_family import load_student_family
+    from polyvox.models.joe_ar.family import load_student_family
 
     latent, _, features = request.param.partition("+")
     config = dataclasses.replace(tiny_config, teacher_latent=latent,
@@ -106,7 +106,7 @@ def test_windowed_decoding_equals_whole_clause_decoding(family) -> None:
 def test_text_features_are_what_training_read(family, teacher_data) -> None:
     """At inference the student reads, per id, what the teacher data gave it in training:
     the teacher's prior mean of the id (stage 1 at noise 0; durations do not matter)."""
-    from polyvox.train.batches import id_features
+    from polyvox.models.joe_ar.network import id_features
     from polyvox.train.teacher_data import read_data
 
     if family.student.text_features is None:

@@ -33,9 +33,15 @@ from polyvox.models.piper.front import FLOW_CONTEXT, Scales, Sentence
 from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
 from polyvox.models.pocket.weights import random_init
 from polyvox.text.clauses import split_text
-from polyvox.train.batches import id_features, ungroup_frames
-from polyvox.train.checkpoints import load_student
-from polyvox.train.student import DEFAULT_CONFIG, StudentConfig, build_student, load_config
+from polyvox.models.joe_ar.network import (
+    DEFAULT_CONFIG,
+    StudentConfig,
+    build_student,
+    id_features,
+    load_config,
+    load_student,
+    ungroup_frames,
+)
 
 if TYPE_CHECKING:
     from polyvox.models.piper.front import PiperFront

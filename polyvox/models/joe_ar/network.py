@@ -1,0 +1,195 @@
+"""joe-ar's network: a Pocket-family FlowLM over the Piper teacher's phonemes and grouped
+latents, its config, and loading its exported weights (the serving half; training is in
+polyvox.train, which imports this module, never the reverse).
+
+    phoneme ids ──LUT──┐
+    previous step ─────┴─► FlowLM backbone ─► flow-matching head ─► next step latent
+      (G teacher frames,                     └─► EOS logit
+       normalized, G x 192)
+
+One AR step carries `frames_per_step` (G) teacher frames, frame-major: latent[g * 192 + c]
+is channel c of frame g. Latents are generated normalized per channel; `denormalize`
+(the FlowLM's emb_std / emb_mean) gives teacher z back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import safetensors.torch
+import yaml
+from torch import nn
+
+from polyvox.models.pocket.config import (
+    BackboneConfig,
+    FlowHeadConfig,
+    FlowLMConfig,
+    LookupTableConfig,
+)
+from polyvox.models.pocket.flow_lm import FlowLM
+from polyvox.models.pocket.weights import load_strict
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "pocket" / "joe_ar.yaml"
+PREFIX = "flow_lm."  # exported tensors carry pocket-tts' TTSModel names
+
+
+@dataclass(frozen=True)
+class StudentConfig:
+    """The FlowLM (pocket-tts' YAML layout) plus what ties it to the teacher."""
+
+    flow_lm: FlowLMConfig
+    frames_per_step: int = 4  # G teacher frames per AR step
+    latent_channels: int = 192  # teacher z channels
+    teacher: str = "en_US-joe-medium"
+    teacher_noise: bool = False
+    # The teacher latent the student generates: "prior" (the prior's mean; the decoder
+    # runs the teacher's flow, then HiFi-GAN) or "z" (HiFi-GAN's input). teacher_data.py
+    teacher_latent: str = "prior"
+    # Extra per-token text input: "teacher_prior" adds, to each phoneme id's embedding, a
+    # projection of the teacher's text-encoder output for it (the prior mean of that id,
+    # computed at prefill from the ids alone, no durations); None: ids only.
+    text_features: str | None = None
+    default_temperature: float = 1.0
+    default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
+    frames_after_eos: int = 0  # AR steps kept after the EOS step
+    weights_path: str | None = None  # relative to the config file
+    name: str = "joe-ar"
+
+    def __post_init__(self) -> None:
+        if self.frames_per_step < 1:
+            raise ValueError("frames_per_step must be >= 1")
+        if self.flow_lm.flow.type != "flow_matching":
+            raise ValueError("the distilled student trains a flow_matching head only")
+        if self.teacher_latent not in ("prior", "z"):
+            raise ValueError(f"teacher_latent must be 'prior' or 'z', not {self.teacher_latent!r}")
+        if self.text_features not in (None, "teacher_prior"):
+            raise ValueError("text_features must be 'teacher_prior' or null, "
+                             f"not {self.text_features!r}")
+        if self.text_features == "teacher_prior" and self.teacher_latent != "prior":
+            raise ValueError("text_features 'teacher_prior' needs teacher_latent 'prior' "
+                             "(the features are read from the prior-mean data)")
+
+    @property
+    def latent_dim(self) -> int:
+        return self.latent_channels * self.frames_per_step
+
+
+def config_from_dict(data: dict[str, Any], name: str = "joe-ar") -> StudentConfig:
+    data = dict(data)
+    flow_lm = dict(data.pop("flow_lm"))
+    built = FlowLMConfig(
+        flow=FlowHeadConfig(**flow_lm.pop("flow")),
+        transformer=BackboneConfig(**flow_lm.pop("transformer")),
+        lookup_table=LookupTableConfig(**flow_lm.pop("lookup_table")),
+        **flow_lm,
+    )
+    data.setdefault("name", name)
+    return StudentConfig(flow_lm=built, **data)
+
+
+def load_config(path: str | Path = DEFAULT_CONFIG) -> StudentConfig:
+    """A student YAML file; its `name` defaults to the file's stem with - for _."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as file:
+        return config_from_dict(yaml.safe_load(file), name=path.stem.replace("_", "-"))
+
+
+def config_to_dict(config: StudentConfig) -> dict[str, Any]:
+    """The YAML-ready form (the inverse of config_from_dict)."""
+    return dataclasses.asdict(config)
+
+
+class StudentFlowLM(FlowLM):
+    """A FlowLM whose text embedding may add per-token features: with `text_features`
+    "teacher_prior", token i's embedding is LUT(id_i) + prior_proj(normalized m_i), m_i
+    being the teacher's prior mean for id i (192 channels, normalized by the latent
+    statistics' first frame). `prior_proj` starts at zero: an id-only student loads into
+    it and computes exactly what it computed before."""
+
+    def __init__(self, config: StudentConfig) -> None:
+        super().__init__(config.flow_lm, config.latent_dim, voice_latent_dim=1)
+        self.feature_channels = config.latent_channels
+        self.prior_proj: nn.Linear | None = None
+        if config.text_features == "teacher_prior":
+            self.prior_proj = nn.Linear(config.latent_channels, self.d_model, bias=False)
+            nn.init.zeros_(self.prior_proj.weight)
+
+    @property  # type: ignore[override]
+    def needs_features(self) -> bool:
+        return self.prior_proj is not None
+
+    def embed_text(self, tokens: torch.Tensor,
+                   features: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens [..., T] (+ features [..., T, 192], the teacher's raw prior means) ->
+        [..., T, d_model]."""
+        if self.prior_proj is None:
+            return super().embed_text(tokens, features)
+        embedded = self.conditioner(tokens)
+        if features is None:
+            raise ValueError("this student reads the teacher's prior mean per token: "
+                             "pass features")
+        channels = self.feature_channels
+        normalized = (features.float() - self.emb_mean[:channels]) / self.emb_std[:channels]
+        return embedded + self.prior_proj(normalized)
+
+
+def build_student(config: StudentConfig) -> StudentFlowLM:
+    """A FlowLM with the student's shapes. It has no voice input; its speaker projection
+    stays a 1-wide placeholder (zero-sized tensors trip seeded init and tooling)."""
+    return StudentFlowLM(config)
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def ungroup_frames(latents: torch.Tensor, channels: int) -> torch.Tensor:
+    """[..., S, G * C] -> [..., S * G, C]."""
+    *lead, steps, width = latents.shape
+    return latents.reshape(*lead, steps * (width // channels), channels)
+
+
+def id_features(latents: torch.Tensor, durations: torch.Tensor) -> torch.Tensor:
+    """Per id, the latent frame where it starts: [T_frames, C] -> [N, C]. For the prior
+    mean (constant over an id's frames) that is the teacher's text encoding of the id.
+    VITS gives every id at least one frame; an id of none takes the next id's frame."""
+    starts = (durations.cumsum(0) - durations).clamp_max(latents.shape[0] - 1)
+    return latents[starts]
+
+
+def read_student_weights(flow_lm: FlowLM, weights: str | Path,
+                         keep_missing: tuple[str, ...] = ()) -> None:
+    """Load an export's flow_lm.* tensors into `flow_lm`, strictly (names the first
+    missing, unexpected or misshapen key). Keys starting with a `keep_missing` prefix
+    may be absent from the file: they keep the model's values (a student that gained a
+    module since the export, e.g. `prior_proj`, zero at init)."""
+    tensors = safetensors.torch.load_file(str(weights))
+    unprefixed = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()
+                  if name.startswith(PREFIX)}
+    if len(unprefixed) != len(tensors):
+        extra = sorted(set(tensors) - {PREFIX + name for name in unprefixed})
+        raise ValueError(f"{weights}: keys outside flow_lm.* ({extra[0]!r}): not a student export")
+    for name, tensor in flow_lm.state_dict().items():
+        if name not in unprefixed and name.startswith(keep_missing):
+            unprefixed[name] = tensor
+    load_strict(flow_lm, unprefixed, str(weights))
+
+
+def load_student(config_path: str | Path,
+                 weights: str | Path | None = None) -> tuple[StudentConfig, FlowLM]:
+    """A config file and its weights (its `weights_path`, relative to the file, unless
+    `weights` is given) -> the student, strictly loaded, in eval mode."""
+    config_path = Path(config_path)
+    config = load_config(config_path)
+    if weights is None:
+        if config.weights_path is None:
+            raise FileNotFoundError(f"{config_path} names no weights (weights_path) and none "
+                                    "were given: train them with polyvox train distill")
+        weights = config_path.parent / config.weights_path
+    flow_lm = build_student(config)
+    read_student_weights(flow_lm, weights)
+    return config, flow_lm.eval()
