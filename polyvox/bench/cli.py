@@ -1,25 +1,17 @@
-"""`polyvox bench`: the in-process benchmark (see ../shared/BENCHMARKS.md).
-
-Every figure is measured in one run: the modes, the concurrencies and the pocket-tts
-baseline share the process, the model object and the weights.
+"""`polyvox bench`: the command line of the benchmark (see ../shared/BENCHMARKS.md and
+docs/bench.md). In-process (inprocess.py), every figure is measured in one run: the modes,
+the concurrencies and the pocket-tts baseline share the process and the weights; with
+--url it is a client of a running server (remote.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from polyvox.bench.metrics import (
-    CAPACITY_REFERENCE_REQUESTS,
-    CAPACITY_TTFA_FACTOR,
-    is_within_capacity,
-    search_capacity,
-    summarize,
-)
 from polyvox.config import EngineConfig, add_device_arguments, device_settings
 
 
@@ -30,6 +22,9 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
                        default="float32", help="weights of pocket models' matmuls (the "
                        "pocket-tts baseline stays float32)")
+    bench.add_argument("--equal-precision", action=argparse.BooleanOptionalAction,
+                       default=True, help="with --baseline and another --precision: also "
+                       "run polyvox batched in float32, for the equal-precision headline")
     bench.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     add_device_arguments(bench)
     bench.add_argument("--modes", default="sequential,interleaved,batched")
@@ -40,6 +35,8 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument("--burstiness", type=float, default=1.0)
     bench.add_argument("--baseline", choices=["pocket-tts"], help="also run the reference loop")
     bench.add_argument("--capacity", action="store_true", help="search real-time capacity")
+    bench.add_argument("--capacity-runs", type=int, default=1, help="repeat the capacity "
+                       "search; the capacity is the median over runs")
     bench.add_argument("--threads", type=int, default=2)
     bench.add_argument("--ttfa-slo-ms", type=float, default=500.0)
     bench.add_argument("--first-chunk-frames", type=int, help="default: the model's choice")
@@ -74,177 +71,121 @@ def _ints(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part]
 
 
+def _console() -> Any:
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=200)  # logs: not 80 columns
+
+
+class LoadedEngines:
+    """`inprocess.Engines` over the real model: a family per precision (loaded once), an
+    engine per mode, pocket-tts on the float32 family's weights."""
+
+    def __init__(self, args: argparse.Namespace, family: Any, workdir: Path) -> None:
+        self.args, self.workdir = args, workdir
+        self.families = {args.precision: family}
+        self.device = device_settings(args.device, args.graphs, args.overlap)
+        # NOTE: random weights stop at an arbitrary EOS; with EOS off every request runs to
+        # the family's length cap, so audio length follows the text as real speech would.
+        self.overrides = ({"eos_threshold": float("inf")} if family.is_random
+                          else {})
+
+    def family(self, precision: str) -> Any:
+        from polyvox.models.registry import load_model
+
+        if precision not in self.families:
+            args = self.args
+            self.families[precision] = load_model(args.model, weights=args.weights,
+                                                  seed=args.seed, precision=precision,
+                                                  device=args.device)
+        return self.families[precision]
+
+    def serve(self, mode: str, precision: str) -> Any:
+        from polyvox.serving import serve_family
+
+        args = self.args
+        config = EngineConfig(schedule=mode, first_chunk_frames=args.first_chunk_frames,
+                              chunk_frames=args.chunk_frames,
+                              max_chunk_frames=args.max_chunk_frames,
+                              max_running=args.max_running,
+                              num_decoder_slots=max(args.max_running, 64),
+                              kv_memory_mb=args.kv_memory_mb,
+                              clause_pieces=args.clause_pieces, **self.device)
+        served = serve_family(args.model, self.family(precision), config, args.device)
+        served.param_overrides = self.overrides
+        return served
+
+    def baseline(self) -> Any:
+        from polyvox.bench.baseline import PRECISION, PocketBaseline
+
+        baseline = PocketBaseline(self.family(PRECISION), self.workdir)
+        if self.overrides:
+            baseline.disable_eos()
+        return baseline
+
+
+def plan_from_args(args: argparse.Namespace) -> Any:
+    from polyvox.bench.inprocess import BenchPlan
+
+    return BenchPlan(
+        modes=tuple(m for m in args.modes.split(",") if m),
+        concurrencies=tuple(_ints(args.concurrency)), requests_per_client=args.requests,
+        precision=args.precision, ttfa_slo_ms=args.ttfa_slo_ms, rate=args.rate,
+        duration=args.duration, burstiness=args.burstiness, seed=args.seed,
+        baseline=args.baseline == "pocket-tts", equal_precision=args.equal_precision,
+        capacity=args.capacity, capacity_runs=args.capacity_runs)
+
+
 def run_bench(args: argparse.Namespace) -> int:
     if args.url:  # a client of a running server: nothing is loaded in this process
         from polyvox.bench.remote import run_remote_bench
 
         return run_remote_bench(args)
     import torch
-    from rich.console import Console
-    from rich.progress import Progress
 
-    from polyvox.bench import physics, report
-    from polyvox.bench.driver import PocketBaseline, baseline_run, closed_loop, open_loop
+    from polyvox.bench import ceilings, physics, report
+    from polyvox.bench.inprocess import figures, run_in_process
     from polyvox.bench.texts import pick_texts
     from polyvox.models.registry import load_model
-    from polyvox.serving import serve_family
 
-    console = Console()
+    plan = plan_from_args(args)  # checks the choices before anything slow
+    console = _console()
     if args.plot:
         report.require_matplotlib()
     torch.set_num_threads(args.threads)
-    from polyvox.models.layers.precision import parse_precision
-
     family = load_model(args.model, weights=args.weights, seed=args.seed,
                         precision=args.precision, device=args.device)
-    console.print(f"measuring this machine's matmul ceiling ({args.device}, {args.threads} "
-                  "threads) ...")
-    ceilings = physics.measure_ceilings(args.threads, repeats=3,
-                                        dtype=parse_precision(args.precision),
+    console.print(f"measuring this machine's matmul ceilings ({args.device}, {args.threads} "
+                  f"threads; {', '.join(plan.precisions)}) ...")
+    machine = ceilings.measure_ceilings(args.threads, plan.precisions, repeats=3,
                                         device=args.device)
-    flops = None
+    gflop = None
     if hasattr(family, "config"):
-        flops = physics.pocket_flops_per_audio_second(family.config)["total"]
-    overrides: dict[str, Any] = {}
-    if getattr(family, "is_random", False):
-        # NOTE: random weights stop at an arbitrary EOS; with EOS off every request runs to
-        # the family's length cap, so audio length follows the text as real speech would.
-        overrides["eos_threshold"] = float("inf")
-        console.print("random weights: EOS disabled, requests run to the length cap")
+        gflop = physics.pocket_flops_per_audio_second(family.config)["total"] / 1e9
     pool = pick_texts(500, seed=args.seed)
 
     def texts(index: int) -> str:
         return pool[index % len(pool)]
 
-    device = device_settings(args.device, args.graphs, args.overlap)
-
-    def engine_config(mode: str) -> EngineConfig:
-        return EngineConfig(schedule=mode, first_chunk_frames=args.first_chunk_frames,
-                            chunk_frames=args.chunk_frames,
-                            max_chunk_frames=args.max_chunk_frames, max_running=args.max_running,
-                            num_decoder_slots=max(args.max_running, 64),
-                            kv_memory_mb=args.kv_memory_mb,
-                            clause_pieces=args.clause_pieces, **device)
-
-    def row_for(records: list[Any], wall: float, mode: str, concurrency: int) -> dict[str, Any]:
-        return summarize(records, wall, mode, concurrency, args.ttfa_slo_ms, flops,
-                         ceilings.matmul_gflops, ceilings.model_dtype_matmul_gflops)
-
-    modes = [m for m in args.modes.split(",") if m]
-    concurrencies = _ints(args.concurrency)
-    rows: list[dict[str, Any]] = []
-    all_records: list[Any] = []
-    capacity: int | None = None
-    probes: list[dict[str, Any]] = []
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("benchmark", total=len(modes) * len(concurrencies))
-        for mode in modes:
-            served = serve_family(args.model, family, engine_config(mode), args.device)
-            served.param_overrides = overrides
-            served.start()
-
-            async def run_mode(served: Any = served, mode: str = mode) -> None:
-                nonlocal capacity
-                await closed_loop(served, texts, 1, 1, f"warmup-{mode}")
-                for concurrency in concurrencies:
-                    progress.update(task, description=f"{mode} c={concurrency}")
-                    records, wall = await closed_loop(served, texts, concurrency,
-                                                      args.requests, mode)
-                    rows.append(row_for(records, wall, mode, concurrency))
-                    all_records.extend(records)
-                    progress.advance(task)
-                if args.rate:
-                    records, wall = await open_loop(served, texts, args.rate, args.duration,
-                                                    mode, args.seed, args.burstiness)
-                    rows.append(row_for(records, wall, mode, 0) | {"rate": args.rate})
-                    all_records.extend(records)
-                if args.capacity and mode == "batched":
-                    capacity = await _capacity(served, texts, args, row_for, probes)
-
-            asyncio.run(run_mode())
-            served.stop()
-    if args.baseline == "pocket-tts":
-        with tempfile.TemporaryDirectory() as workdir:
-            # NOTE: pocket-tts runs its own float32 modules, whatever polyvox's precision.
-            reference = family if args.precision == "float32" else load_model(
-                args.model, weights=args.weights, seed=args.seed)
-            baseline = PocketBaseline(reference, Path(workdir))
-            if overrides:
-                baseline.disable_eos()
-            baseline_run(baseline, texts, 1, 1, "warmup-pocket-tts")
-            for concurrency in concurrencies:
-                console.print(f"pocket-tts baseline c={concurrency} ...")
-                records, wall = baseline_run(baseline, texts, concurrency, args.requests,
-                                             "pocket-tts")
-                rows.append(row_for(records, wall, "pocket-tts", concurrency))
-                all_records.extend(records)
+    with tempfile.TemporaryDirectory() as workdir:
+        engines = LoadedEngines(args, family, Path(workdir))
+        if engines.overrides:
+            console.print("random weights: EOS disabled, requests run to the length cap")
+        result = run_in_process(plan, engines, texts, machine.matmul_gflops, gflop,
+                                log=console.print)
+    payload = figures(result, plan, machine.matmul_gflops, gflop)
+    device = engines.device
     where = f"{args.threads} threads" if args.device == "cpu" else (
         f"{args.device}, graphs {device['graphs']}, overlap {device['overlap']}")
-    report.print_table(rows, title=f"polyvox bench {args.model} ({where})",
+    report.print_table(result.rows, title=f"polyvox bench {args.model} ({where})",
                        console=console)
-    ratios = _ratios(rows)
-    for name, value in ratios.items():
-        console.print(f"{name}: {value:.2f}")
-    # NOTE: the limit takes the machine's best matmul (bfloat16 where the model runs in it):
-    # efficiency follows the fp32 definition, the limit must not flatter the engine.
-    limit = physics.realtime_stream_limit(flops, ceilings.best_matmul_gflops) if flops else None
-    if capacity is not None:
-        for probe in probes:
-            ttfa, viable = probe["ttfa_p90_ms"], probe["viability"]
-            console.print(f"  capacity probe c={probe['concurrency']}: "
-                          f"{'pass' if probe['passed'] else 'fail'} (TTFA p90 "
-                          f"{'-' if ttfa is None else f'{ttfa:.0f}'} ms, limit "
-                          f"{probe['ttfa_limit_ms']:.0f}; viable "
-                          f"{'-' if viable is None else f'{viable:.0%}'}, "
-                          f"{probe['underruns']} underruns)")
-        console.print(f"real-time capacity: {capacity} streams"
-                      + (f" (physical limit ~{limit:.0f})" if limit else ""))
-    payload = {
-        "model": args.model, "precision": args.precision, "threads": args.threads,
-        "device": args.device, "graphs": device["graphs"], "overlap": device["overlap"],
-        "machine": ceilings.to_dict(),
-        "flops_per_audio_second": flops, "physical_stream_limit": limit,
-        "rows": rows, "ratios": ratios, "capacity": capacity, "capacity_probes": probes,
-    }
+    report.print_figures(payload, machine.matmul_gflops, console)
+    payload = {"model": args.model, "threads": args.threads, "device": args.device,
+               "graphs": device["graphs"], "overlap": device["overlap"],
+               "machine": machine.to_dict(), **payload}
     if args.json_path:
         report.write_json(args.json_path, payload)
     if args.plot:
-        report.plot(rows, args.plot, all_records)
+        report.plot(result.rows, args.plot, result.records)
     return 0
-
-
-async def _capacity(served: Any, texts: Any, args: argparse.Namespace, row_for: Any,
-                    probes: list[dict[str, Any]]) -> int:
-    """Largest concurrency with every stream viable and TTFA p90 <= 3x single-stream.
-    Each run of the search is appended to `probes` (the JSON's `capacity_probes`)."""
-    from polyvox.bench.driver import closed_loop
-
-    async def passes(concurrency: int, reference: float) -> bool:
-        records, wall = await closed_loop(served, texts, concurrency, args.requests, "capacity")
-        row = row_for(records, wall, "capacity", concurrency)
-        passed = is_within_capacity(row, reference)
-        probes.append({"concurrency": concurrency, "passed": passed,
-                       "ttfa_p90_ms": row["ttfa_p90_ms"], "ttfa_limit_ms":
-                       CAPACITY_TTFA_FACTOR * reference, "viability": row["viability"],
-                       "underruns": row["underruns"]})
-        return passed
-
-    records, wall = await closed_loop(served, texts, 1,
-                                      max(args.requests, CAPACITY_REFERENCE_REQUESTS), "capacity")
-    reference = row_for(records, wall, "capacity", 1)["ttfa_p50_ms"]
-    return await search_capacity(lambda concurrency: passes(concurrency, reference))
-
-
-def _ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Audio-throughput ratios of batched against the other modes at equal concurrency."""
-    by = {(row["mode"], row["concurrency"]): row for row in rows}
-    ratios: dict[str, float] = {}
-    for (mode, concurrency), row in by.items():
-        if mode != "batched" or concurrency == 0:
-            continue
-        for other in ("sequential", "interleaved", "pocket-tts"):
-            base = by.get((other, concurrency))
-            if base and base["audio_throughput"]:
-                ratios[f"batched/{other} audio throughput at c={concurrency}"] = (
-                    row["audio_throughput"] / base["audio_throughput"])
-    return ratios

@@ -19,18 +19,13 @@ stalls (so a viable request has no underrun; the converse needs no gap at all).
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from polyvox.bench.records import RequestRecord
 
 UNDERRUN_GAP_SECONDS = 0.100  # gaps up to this are not counted as underruns
-CAPACITY_TTFA_FACTOR = 3.0  # real-time capacity: TTFA p90 within 3x single-stream TTFA
-# The single-stream TTFA of the capacity rule is the median of at least this many lone
-# requests: on a 2-core box two of them moved it between 57 and 85 ms from run to run,
-# and the limit with it.
-CAPACITY_REFERENCE_REQUESTS = 5
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -122,6 +117,17 @@ def request_metrics(record: RequestRecord,
     )
 
 
+@dataclass(frozen=True)
+class ModelCost:
+    """What a row's work cost, for its efficiency: the precision its matmuls ran in, the
+    model's GFLOP per second of audio (None when not counted, e.g. Piper) and the matmul
+    ceiling measured in this run **in that precision** (ceilings.MachineCeilings)."""
+
+    precision: str
+    gflop_per_audio_second: float | None
+    ceiling_gflops: float | None
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000
 
@@ -132,19 +138,19 @@ def summarize(
     mode: str,
     concurrency: int,
     ttfa_slo_ms: float,
-    flops_per_audio_second: float | None = None,
-    ceiling_gflops: float | None = None,
-    model_dtype_ceiling_gflops: float | None = None,
+    cost: ModelCost | None = None,
 ) -> dict[str, Any]:
     """One report row for a group of requests run in `wall_seconds`.
 
     Latency percentiles and RTF cover requests that finished without error; audio
     throughput counts all audio received; viability is the fraction of all requests that
     are viable (a failed request is not). Goodput counts finished requests with TTFA <=
-    `ttfa_slo_ms` and no underrun, per wall second. With the model's FLOPs per audio
-    second and the machine's fp32 matmul ceiling, the row also holds the achieved model
-    GFLOP/s and the efficiency (their ratio, as ../shared/BENCHMARKS.md defines it); with
-    the ceiling in the model's own precision (bfloat16 runs), `efficiency_model_dtype`.
+    `ttfa_slo_ms` and no underrun, per wall second.
+
+    With a `cost`, the row names its `precision`; with the model's GFLOP per audio second
+    it holds the achieved `model_gflops_per_s` (audio throughput x that) and, with the
+    ceiling, `ceiling_gflops` and `efficiency` = achieved / ceiling, both in the row's
+    precision (../shared/BENCHMARKS.md: a bf16 run is divided by the bf16 ceiling).
 
     Requests a server refused (429/503, `RequestRecord.is_rejected`) started no stream:
     they count in `requests` and, for records from a server, in `rejected`, but in no
@@ -191,13 +197,15 @@ def summarize(
     }
     if any(record.status is not None for record in records):  # answered by a server
         row["rejected"] = len(records) - len(accepted)
-    if flops_per_audio_second is not None:
-        achieved = row["audio_throughput"] * flops_per_audio_second
-        row["model_gflops_per_s"] = achieved / 1e9
-        if ceiling_gflops:
-            row["efficiency"] = achieved / (ceiling_gflops * 1e9)
-        if model_dtype_ceiling_gflops:
-            row["efficiency_model_dtype"] = achieved / (model_dtype_ceiling_gflops * 1e9)
+    if cost is not None:
+        row["precision"] = cost.precision
+        if cost.gflop_per_audio_second is not None:
+            achieved = row["audio_throughput"] * cost.gflop_per_audio_second  # GFLOP/s
+            row["model_gflop_per_audio_second"] = cost.gflop_per_audio_second
+            row["model_gflops_per_s"] = achieved
+            if cost.ceiling_gflops:
+                row["ceiling_gflops"] = cost.ceiling_gflops
+                row["efficiency"] = achieved / cost.ceiling_gflops
     return row
 
 
@@ -205,52 +213,3 @@ def ttfas_ms(records: Iterable[RequestRecord]) -> list[float]:
     """TTFA of every request that produced audio, in ms (for CDF plots)."""
     values = (request_metrics(record).ttfa for record in records)
     return [ttfa * 1000 for ttfa in values if ttfa is not None]
-
-
-def is_within_capacity(row: dict[str, Any], single_stream_ttfa_ms: float,
-                       factor: float = CAPACITY_TTFA_FACTOR) -> bool:
-    """The real-time capacity test for one row: every stream viable and TTFA p90 within
-    `factor` x the single-stream TTFA (and, against a server, none refused)."""
-    ttfa_p90 = row.get("ttfa_p90_ms")
-    return (row.get("viability") == 1.0 and row.get("errors", 0) == 0
-            and row.get("rejected", 0) == 0
-            and ttfa_p90 is not None and ttfa_p90 <= factor * single_stream_ttfa_ms)
-
-
-def realtime_capacity(rows: Sequence[dict[str, Any]],
-                      factor: float = CAPACITY_TTFA_FACTOR) -> int:
-    """The largest concurrency among `rows` (one mode) that passes `is_within_capacity`,
-    with the concurrency-1 row's TTFA p50 as the single-stream TTFA; 0 if none passes."""
-    single = [row for row in rows if row["concurrency"] == 1 and row["ttfa_p50_ms"] is not None]
-    if not single:
-        raise ValueError("real-time capacity needs a concurrency-1 row (single-stream TTFA)")
-    reference = single[0]["ttfa_p50_ms"]
-    passing = [row["concurrency"] for row in rows if is_within_capacity(row, reference, factor)]
-    return max(passing, default=0)
-
-
-async def search_capacity(passes: Callable[[int], Awaitable[bool]], limit: int = 256) -> int:
-    """The largest concurrency for which `passes` (one measured run, e.g. a closed loop
-    checked by `is_within_capacity`) holds, taking concurrency 1 as passing.
-
-    Doubling from 1 until a run fails, then bisecting between the last pass and the first
-    failure, measures O(log capacity) concurrencies instead of every one; it assumes that
-    passing is monotone in the concurrency. Stops at `limit` (and returns it) when
-    everything up to there passes.
-    """
-    good, bad = 1, None
-    while bad is None:
-        if good >= limit:
-            return good
-        trial = good * 2
-        if await passes(trial):
-            good = trial
-        else:
-            bad = trial
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        if await passes(middle):
-            good = middle
-        else:
-            bad = middle
-    return good

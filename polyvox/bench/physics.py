@@ -1,23 +1,15 @@
-"""Physics first: what the machine can do and what the model costs.
+"""Physics first: what the model costs (what the machine can do is in ceilings.py).
 
-- Ceilings: measured GFLOP/s of a large fp32 matmul (compute bound) and of 1-row and
-  16-row GEMMs against a large weight (bound by memory bandwidth), on a given number of
-  threads. A ceiling is the best of a few timed runs after a warm-up: noise only slows a
-  machine down, so the best run is the closest to what it can do.
 - FLOPs of the Pocket TTS family per second of audio, counted from a config: the FlowLM
   (12.5 AR steps per second) and the Mimi decoder. A multiply-add counts as 2 FLOPs;
   only matrix products and convolutions are counted (norms, activations, RoPE and
   softmax are a few percent at most), as `torch.utils.flop_counter` does.
-- From both: efficiency (achieved / ceiling) and the real-time stream limit.
+- With a ceiling: efficiency (achieved / ceiling) and the real-time stream limit.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,117 +25,6 @@ from polyvox.models.pocket.config import (
 # clause of text (~25 tokens) and the ~50 frames generated so far, on average.
 DEFAULT_CONTEXT = 200
 TIME_FREQUENCIES = 256  # sinusoids of the sampler head's time embedding (heads.TimeEmbedding)
-
-
-# --- machine ceilings -------------------------------------------------------------------
-
-@contextmanager
-def _num_threads(threads: int) -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-def _best_seconds(fn: Callable[[], Any], repeats: int, min_seconds: float = 0.05) -> float:
-    """Seconds per call of `fn`, best of `repeats` timings of enough calls to last
-    `min_seconds` each (so timer resolution and call overhead do not matter)."""
-    fn()  # warm up: allocation, thread pool start
-    start = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - start, 1e-9)
-    calls = max(1, math.ceil(min_seconds / once))
-    best = math.inf
-    for _ in range(max(1, repeats)):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
-
-
-def _timed(fn: Callable[[], Any], device: str) -> Callable[[], Any]:
-    """`fn` that returns only when its work is done (GPU work runs asynchronously)."""
-    if torch.device(device).type != "cuda":
-        return fn
-
-    def synced() -> Any:
-        out = fn()
-        torch.cuda.synchronize(device)
-        return out
-
-    return synced
-
-
-def matmul_ceiling(threads: int, size: int = 2048, repeats: int = 5,
-                   dtype: torch.dtype = torch.float32, device: str = "cpu") -> float:
-    """GFLOP/s of a [size, size] @ [size, size] matmul in `dtype` on `threads` threads
-    (or on a GPU, with a larger matrix: a 2048 one is too small to fill it)."""
-    if torch.device(device).type == "cuda":
-        size = max(size, 8192)
-    a = torch.randn(size, size, dtype=dtype, device=device)
-    b = torch.randn(size, size, dtype=dtype, device=device)
-    out = torch.empty(size, size, dtype=dtype, device=device)
-    with _num_threads(threads), torch.no_grad():
-        seconds = _best_seconds(_timed(lambda: torch.mm(a, b, out=out), device), repeats)
-    return 2 * size**3 / seconds / 1e9
-
-
-def _gemm_seconds(threads: int, rows: int, size: int, repeats: int,
-                  device: str = "cpu") -> float:
-    weight = torch.randn(size, size, device=device)
-    x = torch.randn(rows, size, device=device)
-    with _num_threads(threads), torch.no_grad():
-        return _best_seconds(_timed(lambda: torch.nn.functional.linear(x, weight), device),
-                             repeats)
-
-
-def gemv_ceiling(threads: int, rows: int = 1, size: int = 4096, repeats: int = 5,
-                 device: str = "cpu") -> float:
-    """GFLOP/s of x [rows, size] through a [size, size] fp32 weight (as nn.Linear runs):
-    with few rows the weight is read once per call, so memory bandwidth bounds it."""
-    return 2 * rows * size * size / _gemm_seconds(threads, rows, size, repeats, device) / 1e9
-
-
-@dataclass(frozen=True)
-class MachineCeilings:
-    """The measured limits of this machine on `threads` threads."""
-
-    threads: int
-    matmul_gflops: float  # large square fp32 matmul (2048^3): efficiency's denominator
-    gemm16_gflops: float  # 16 rows x 4096x4096 weight
-    gemv_gflops: float  # 1 row x 4096x4096 weight
-    weight_bandwidth_gbs: float  # weight bytes streamed per second by the 1-row case
-    model_dtype: str = "float32"  # the precision the model runs in
-    model_dtype_matmul_gflops: float | None = None  # the same matmul in model_dtype
-
-    @property
-    def best_matmul_gflops(self) -> float:
-        """The most this machine's matmuls deliver in the model's precision or fp32."""
-        return max(self.matmul_gflops, self.model_dtype_matmul_gflops or 0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
-
-
-def measure_ceilings(threads: int, repeats: int = 5, weight_size: int = 4096,
-                     dtype: torch.dtype = torch.float32, device: str = "cpu") -> MachineCeilings:
-    """The ceilings on `threads` threads (or on the GPU `device`), in float32 as
-    ../shared/BENCHMARKS.md defines efficiency; with another model `dtype`, the big matmul
-    in that dtype as well (efficiency against it compares like with like)."""
-    gemv_seconds = _gemm_seconds(threads, 1, weight_size, repeats, device)
-    return MachineCeilings(
-        threads=threads,
-        matmul_gflops=matmul_ceiling(threads, repeats=repeats, device=device),
-        model_dtype=str(dtype).removeprefix("torch."),
-        model_dtype_matmul_gflops=None if dtype == torch.float32 else matmul_ceiling(
-            threads, repeats=repeats, dtype=dtype, device=device),
-        gemm16_gflops=gemv_ceiling(threads, 16, weight_size, repeats, device),
-        gemv_gflops=2 * weight_size**2 / gemv_seconds / 1e9,
-        weight_bandwidth_gbs=4 * weight_size**2 / gemv_seconds / 1e9,
-    )
 
 
 def efficiency(achieved_flops_per_s: float, ceiling_gflops: float) -> float:

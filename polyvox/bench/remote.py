@@ -31,17 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from polyvox.bench import capacity as capacity_search
 from polyvox.bench import report
-from polyvox.bench.metrics import (
-    CAPACITY_REFERENCE_REQUESTS,
-    is_within_capacity,
-    search_capacity,
-    summarize,
-)
+from polyvox.bench.metrics import summarize
 from polyvox.bench.overload import describe, overload_report, run_overload
 from polyvox.bench.records import RequestRecord
 from polyvox.bench.texts import pick_texts
-from polyvox.bench.workloads import Speak, Workload, run_closed_loop, run_open_loop
+from polyvox.bench.workloads import run_closed_loop, run_open_loop
 
 if TYPE_CHECKING:
     import httpx
@@ -223,7 +219,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     rows: list[dict[str, Any]] = []
     all_records: list[RequestRecord] = []
-    capacity: int | None = None
+    capacity: dict[str, Any] = {"capacity": None, "capacity_runs": [], "capacity_probes": []}
     overload: dict[str, Any] | None = None
     async with connect_client(args.url, args.transport, args.api_key) as client:
         info, speak = client.info, client.speak
@@ -241,11 +237,15 @@ async def _run(args: argparse.Namespace) -> int:
             rows.append(row_for(records, wall, 0) | {"rate": args.rate})
             all_records.extend(records)
         if args.capacity or (args.overload and not args.overload_streams):
-            console.print("searching the real-time capacity ...")
-            capacity = await _capacity(speak, texts, args.requests, args.ttfa_slo_ms)
-            console.print(f"real-time capacity: {capacity} streams")
+            console.print(f"searching the real-time capacity ({args.capacity_runs} run(s)) ...")
+            found = await capacity_search.measure_capacity(
+                lambda c, n: run_closed_loop(speak, texts, c, n, "capacity"),
+                args.capacity_runs, args.requests, args.ttfa_slo_ms,
+                on_probe=lambda probe: console.print(capacity_search.describe_probe(probe)))
+            capacity = found.to_json()
+            console.print(capacity_search.describe(capacity))
         if args.overload:
-            base = args.overload_streams or capacity or 1
+            base = args.overload_streams or capacity["capacity"] or 1
             num_streams = max(1, math.ceil(args.overload_factor * base))
             console.print(f"overload: {num_streams} streams for {args.overload_seconds:g} s ...")
             name = f"{mode}-overload"
@@ -257,35 +257,15 @@ async def _run(args: argparse.Namespace) -> int:
             all_records.extend(records)
     report.print_table(rows, title=f"polyvox bench --url {info.url} ({info.model}, "
                        f"{args.transport})")
-    if capacity is not None:
-        console.print(f"real-time capacity: {capacity} streams")
+    if capacity["capacity"] is not None:
+        console.print(capacity_search.describe(capacity))
     if overload is not None:
         console.print(describe(overload))
     payload = {"url": info.url, "transport": args.transport, "model": info.model,
-               "sample_rate": info.sample_rate, "rows": rows, "capacity": capacity,
+               "sample_rate": info.sample_rate, "rows": rows, **capacity,
                "overload": overload}
     if args.json_path:
         report.write_json(args.json_path, payload)
     if args.plot:
         report.plot(rows, args.plot, all_records)
     return 0
-
-
-async def _capacity(speak: Speak, texts: Workload, requests_per_client: int,
-                    ttfa_slo_ms: float) -> int:
-    """The largest closed-loop concurrency with every stream viable, none refused and TTFA
-    p90 <= 3x single-stream TTFA (0 when even one stream alone is not viable)."""
-
-    async def row(concurrency: int, requests: int = requests_per_client) -> dict[str, Any]:
-        records, wall = await run_closed_loop(speak, texts, concurrency, requests, "capacity")
-        return summarize(records, wall, "capacity", concurrency, ttfa_slo_ms)
-
-    single = await row(1, max(requests_per_client, CAPACITY_REFERENCE_REQUESTS))
-    reference = single["ttfa_p50_ms"]
-    if reference is None or not is_within_capacity(single, reference):
-        return 0
-
-    async def passes(concurrency: int) -> bool:
-        return is_within_capacity(await row(concurrency), reference)
-
-    return await search_capacity(passes)

@@ -1,7 +1,7 @@
 """The benchmark report: a table on the terminal (rich), a JSON file, and PNG plots.
 
-Rows are the dicts of `metrics.summarize` (plus whatever the driver adds, e.g.
-`efficiency`). Plots need matplotlib, imported only when plotting.
+Rows are the dicts of `metrics.summarize` (plus whatever the driver adds, e.g. `rate`).
+Plots need matplotlib, imported only when plotting.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from polyvox.bench import capacity, comparison
 from polyvox.bench.metrics import ttfas_ms
 from polyvox.bench.records import RequestRecord
 
 Row = dict[str, Any]
+SHORT_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 def _number(value: Any, digits: int) -> str:
@@ -45,6 +47,7 @@ def _underruns(row: Row) -> str:
 # (header, cell of a row, the key whose presence in some row shows the column)
 COLUMNS: tuple[tuple[str, Callable[[Row], str], str], ...] = (
     ("mode", lambda r: str(r.get("mode", "-")), "mode"),
+    ("prec", lambda r: SHORT_PRECISION.get(str(r.get("precision")), "-"), "precision"),
     ("c", lambda r: str(r.get("concurrency", "-")), "concurrency"),
     ("req", lambda r: str(r.get("requests", "-")), "requests"),
     ("err", lambda r: str(r.get("errors", "-")), "errors"),
@@ -58,6 +61,7 @@ COLUMNS: tuple[tuple[str, Callable[[Row], str], str], ...] = (
     ("under-\nruns", _underruns, "underruns"),
     ("viable", lambda r: _percent(r.get("viability")), "viability"),
     ("goodput\nreq/s", lambda r: _number(r.get("goodput"), 2), "goodput"),
+    ("model\nGFLOP/s", lambda r: _number(r.get("model_gflops_per_s"), 1), "efficiency"),
     ("effi-\nciency", lambda r: _percent(r.get("efficiency")), "efficiency"),
 )
 
@@ -83,6 +87,25 @@ def print_table(rows: Sequence[Row], title: str | None = None,
         if not console.is_terminal:
             console = Console(width=200)
     console.print(build_table(rows, title))
+
+
+def print_figures(payload: dict[str, Any], ceilings: dict[str, float],
+                  console: Console) -> None:
+    """What the table does not show: how efficiency was computed, the ratios (each with
+    both sides), and the capacity."""
+    gflop = payload.get("model_gflop_per_audio_second")
+    if gflop is not None:
+        measured = ", ".join(f"{name} {value:.0f}" for name, value in ceilings.items())
+        console.print(f"efficiency = model GFLOP/s ({gflop:.2f} GFLOP per audio second) / "
+                      f"the matmul ceiling in the row's precision, measured in this run "
+                      f"(GFLOP/s: {measured})")
+    for name, ratio in payload.get("ratios", {}).items():
+        marker = "headline " if name == payload.get("headline_ratio") else ""
+        console.print(marker + comparison.describe_ratio(name, ratio))
+    if payload.get("headline_note"):
+        console.print(payload["headline_note"])
+    if payload.get("capacity") is not None:
+        console.print(capacity.describe(payload, payload.get("physical_stream_limit")))
 
 
 def _plain(value: Any) -> Any:

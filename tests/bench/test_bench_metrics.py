@@ -8,11 +8,11 @@ import asyncio
 import numpy as np
 import pytest
 
+from polyvox.bench.capacity import search_capacity, verdict
 from polyvox.bench.metrics import (
+    ModelCost,
     percentile,
-    realtime_capacity,
     request_metrics,
-    search_capacity,
     summarize,
     ttfas_ms,
 )
@@ -110,7 +110,7 @@ def test_percentile_matches_numpy_linear() -> None:
 def test_summarize() -> None:
     records = [smooth(), stalling(), failed()]
     row = summarize(records, wall_seconds=4.0, mode="batched", concurrency=2, ttfa_slo_ms=600,
-                    flops_per_audio_second=1e9, ceiling_gflops=1.0)
+                    cost=ModelCost("float32", gflop_per_audio_second=1.0, ceiling_gflops=1.0))
     assert (row["mode"], row["concurrency"], row["requests"], row["errors"]) == ("batched", 2, 3, 1)
     assert row["ttfa_p50_ms"] == pytest.approx(750)  # finished requests: 500 and 1000 ms
     assert row["ttfa_p90_ms"] == pytest.approx(950)
@@ -124,11 +124,14 @@ def test_summarize() -> None:
     assert row["chunk_viability"] == pytest.approx(3 / 5)
     assert row["goodput"] == 0.25  # only "smooth" meets TTFA <= 600 ms with no underrun
     assert row["efficiency"] == pytest.approx(row["audio_throughput"])
-    assert "efficiency_model_dtype" not in row  # an fp32 model: one ceiling
-    both = summarize(records, 4.0, "batched", 2, 600, flops_per_audio_second=1e9,
-                     ceiling_gflops=1.0, model_dtype_ceiling_gflops=4.0)
-    assert both["efficiency"] == pytest.approx(row["efficiency"])  # fp32, as BENCHMARKS.md
-    assert both["efficiency_model_dtype"] == pytest.approx(row["efficiency"] / 4)
+    assert (row["precision"], row["ceiling_gflops"], row["model_gflop_per_audio_second"]) == (
+        "float32", 1.0, 1.0)
+    # a bfloat16 row is divided by the bfloat16 ceiling it is given, and by nothing else
+    lowered = summarize(records, 4.0, "batched", 2, 600, ModelCost("bfloat16", 1.0, 4.0))
+    assert lowered["efficiency"] == pytest.approx(row["efficiency"] / 4)
+    assert lowered["precision"] == "bfloat16" and "efficiency_model_dtype" not in lowered
+    uncounted = summarize(records, 4.0, "batched", 2, 600, ModelCost("float32", None, 1.0))
+    assert uncounted["precision"] == "float32" and "efficiency" not in uncounted
     # a looser SLO does not forgive the underrun
     assert summarize(records, 4.0, "batched", 2, ttfa_slo_ms=5000)["goodput"] == 0.25
 
@@ -143,16 +146,20 @@ def test_ttfas_ms() -> None:
     assert ttfas_ms([smooth(), stalling(), failed()]) == [500, 1000, 250]
 
 
-def test_realtime_capacity() -> None:
-    def row(c: int, ttfa_p90: float, viability: float) -> dict:
-        return {"concurrency": c, "ttfa_p50_ms": 100.0, "ttfa_p90_ms": ttfa_p90,
-                "viability": viability, "errors": 0}
+def test_capacity_verdict() -> None:
+    def row(c: int, ttfa_p90: float, viability: float, underruns: int = 0) -> dict:
+        return {"concurrency": c, "ttfa_p90_ms": ttfa_p90, "viability": viability,
+                "errors": 0, "underruns": underruns}
 
-    rows = [row(1, 120, 1.0), row(4, 250, 1.0), row(8, 290, 1.0), row(16, 280, 0.9),
-            row(32, 900, 1.0)]
-    assert realtime_capacity(rows) == 8  # 16 has a stall, 32 is over 3 x 100 ms
-    with pytest.raises(ValueError, match="concurrency-1"):
-        realtime_capacity(rows[1:])
+    passing = [c for c, r in [(1, row(1, 120, 1.0)), (4, row(4, 250, 1.0)),
+                              (8, row(8, 290, 1.0)), (16, row(16, 280, 0.9, 2)),
+                              (32, row(32, 900, 1.0))] if verdict(r, 100.0)[0]]
+    assert passing == [1, 4, 8]  # 16 has a stall, 32 is over 3 x 100 ms
+    assert verdict(row(16, 280, 0.9, 2), 100.0)[1] == (
+        "TTFA p90 280 ms <= limit 300 ms (3 x 100); viable 90%; 2 underruns")
+    assert verdict(row(32, 900, 1.0), 100.0)[1].startswith("TTFA p90 900 ms > limit 300 ms")
+    assert verdict(row(1, 120, 1.0) | {"rejected": 1}, 100.0)[0] is False  # refused
+    assert verdict(row(1, 120, 1.0), None)[0] is False  # no single-stream TTFA
 
 
 def test_search_capacity_doubles_then_bisects() -> None:
@@ -163,7 +170,11 @@ def test_search_capacity_doubles_then_bisects() -> None:
         return concurrency <= 5
 
     assert asyncio.run(search_capacity(passes)) == 5
-    assert measured == [2, 4, 8, 6, 5]  # O(log c) runs, never one above the first failure
+    # c=1 is measured too (it used to be assumed); O(log c) runs, none above the first failure
+    assert measured == [1, 2, 4, 8, 6, 5]
     measured.clear()
     assert asyncio.run(search_capacity(passes, limit=4)) == 4
-    assert measured == [2, 4]
+    assert measured == [1, 2, 4]
+    measured.clear()
+    assert asyncio.run(search_capacity(lambda c: passes(c + 5))) == 0  # even 1 fails
+    assert measured == [6]

@@ -6,12 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from polyvox.bench.ceilings import gemv_ceiling, matmul_ceiling, measure_ceilings
 from polyvox.bench.physics import (
     efficiency,
     flow_lm_step_flops,
-    gemv_ceiling,
-    matmul_ceiling,
-    measure_ceilings,
     mimi_frame_flops,
     pocket_flops_per_audio_second,
     prefill_flops_per_token,
@@ -115,11 +113,14 @@ def test_ceilings_run_and_restore_threads() -> None:
     assert gemv_ceiling(1, rows=16, size=512, repeats=1) > 0
     ceilings = measure_ceilings(1, repeats=1, weight_size=512)
     assert ceilings.threads == 1 and ceilings.weight_bandwidth_gbs > 0
-    assert set(ceilings.to_dict()) >= {"matmul_gflops", "gemm16_gflops", "gemv_gflops"}
-    assert ceilings.model_dtype == "float32" and ceilings.model_dtype_matmul_gflops is None
-    assert ceilings.best_matmul_gflops == ceilings.matmul_gflops
-    lowered = measure_ceilings(1, repeats=1, weight_size=512, dtype=torch.bfloat16)
-    assert lowered.model_dtype == "bfloat16" and lowered.model_dtype_matmul_gflops > 0
-    assert lowered.best_matmul_gflops == max(lowered.matmul_gflops,
-                                             lowered.model_dtype_matmul_gflops)
+    assert set(ceilings.to_dict()) >= {"matmul_gflops", "gemm16_gflops", "gemv_gflops",
+                                       "float32_matmul_precision"}
+    assert list(ceilings.matmul_gflops) == ["float32"]
+    assert ceilings.cuda_matmul_tf32 is None  # a CPU run
+    both = measure_ceilings(1, ("bfloat16", "float32", "bfloat16"), repeats=1,
+                            weight_size=512)
+    assert list(both.matmul_gflops) == ["bfloat16", "float32"]  # each precision once
+    assert both.ceiling_gflops("bfloat16") == both.matmul_gflops["bfloat16"] > 0
+    with pytest.raises(ValueError, match="no float16 matmul ceiling"):
+        both.ceiling_gflops("float16")  # never divided by another precision's ceiling
     assert torch.get_num_threads() == threads
