@@ -49,7 +49,7 @@ class EngineConfig:
     chaining: chained (each clause is prefilled into the same context, so prosody carries
         over; older context beyond `context_window` positions is dropped) or pocket
         (each clause restarts from the voice state with a fresh decoder, as pocket-tts).
-        None: the family's preference (`preferred_engine_settings`), else chained.
+        None: the family's preference (`traits.preferred_settings`), else chained.
     """
 
     schedule: str = "batched"
@@ -65,7 +65,7 @@ class EngineConfig:
     # a time: a cap keeps a burst of new requests from starving running streams' decoding.
     max_clause_prefills_per_step: int = 4
     # Chunking and clause length: None takes the family's preference (a family attribute
-    # `preferred_engine_settings`, e.g. Piper's windowed decoder wants longer chunks), then
+    # `traits.preferred_settings`, e.g. Piper's windowed decoder wants longer chunks), then
     # FALLBACKS. `Engine` resolves them with `for_family`.
     first_chunk_frames: int | None = None  # small first chunk for time-to-first-audio
     chunk_frames: int | None = None  # later chunks, while a listener's buffer is short
@@ -132,11 +132,11 @@ class EngineConfig:
         if self.context_window < 2 * self.block_size:
             raise ValueError("context_window must cover at least two KV blocks")
 
-    def for_family(self, family: object) -> EngineConfig:
+    def for_family(self, family: Any) -> EngineConfig:
         """This config with every unset chunking field (and chaining) filled: the family's
         preference, else FALLBACKS (max_chunk_frames falls back to chunk_frames: no
         growth; chaining to chained)."""
-        preferred = dict(getattr(family, "preferred_engine_settings", {}))
+        preferred = family.traits.preferred_settings
         values = {name: getattr(self, name) for name in FALLBACKS}
         for name, fallback in FALLBACKS.items():
             if values[name] is None:

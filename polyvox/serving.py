@@ -100,5 +100,5 @@ def serve_family(model: str, family: Any, config: EngineConfig | None = None,
     if engine.config.graphs == "cuda":
         engine.warm_up()  # capture the CUDA graphs now, not while a listener waits
     return Served(model, family, engine, AsyncEngine(engine),
-                  supports_voice_cloning=hasattr(family, "voice_from_audio"),
+                  supports_voice_cloning=family.traits.clones_voices,
                   builtin_voices={DEFAULT_VOICE})

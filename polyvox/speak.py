@@ -48,7 +48,7 @@ class Speaker:
     @property
     def is_random(self) -> bool:
         """The model runs on random weights: its audio is noise."""
-        return bool(getattr(self.served.family, "is_random", False))
+        return bool(self.served.family.is_random)
 
     def add_voice(self, path: str | Path) -> str:
         """Register a voice from a reference recording or a voice-state .safetensors file

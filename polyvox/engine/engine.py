@@ -80,7 +80,7 @@ class Engine:
         if shaped:
             capture = self.config.graphs == "cuda"
             buckets = self.config.batch_buckets
-            if family.is_autoregressive:
+            if family.traits.is_autoregressive:
                 step_graphs = StepGraphs(family, self.cache, buckets,
                                          self.padding_blocks[0] * self.config.block_size,
                                          capture)
@@ -112,12 +112,11 @@ class Engine:
         if runner.step_graphs is not None:
             longest_voice = max((v.length for v in self.voices.values()), default=0)
             clause = config.max_clause_tokens or 0
-            frames = int(self.family.max_frames(clause)) if hasattr(self.family,
-                                                                   "max_frames") else 0
+            frames = int(self.family.max_frames(clause))
             # NOTE: context is dropped in whole blocks: up to one more block stays.
             runner.step_graphs.warm_up(longest_voice + config.context_window + clause + frames
                                        + config.block_size)
-        if runner.decode_graphs is not None and not getattr(self.family, "decoder_lookahead", 0):
+        if runner.decode_graphs is not None and not self.family.traits.decoder_lookahead:
             assert config.max_chunk_frames
             runner.decode_graphs.warm_up(list(range(1, config.max_chunk_frames + 1)))
 
@@ -243,7 +242,7 @@ class Engine:
         prefilled = self.runner.prefill(
             plan.prefills, self._first_piece_frames if self.config.clause_pieces else None)
         finished = time.perf_counter()
-        if self.family.is_autoregressive:
+        if self.family.traits.is_autoregressive:
             costs.observe_prefill(finished - started,
                                   sum(int(item.tokens.shape[0]) for item in plan.prefills))
         else:
@@ -300,8 +299,7 @@ class Engine:
     def _first_piece_frames(self) -> int:
         """A first clause's first piece (families that compute clauses in pieces): what
         the first chunk reads, lookahead included."""
-        return (self.config.first_chunk_frames or 1) + getattr(self.family,
-                                                               "decoder_lookahead", 0)
+        return (self.config.first_chunk_frames or 1) + self.family.traits.decoder_lookahead
 
     def _add_clause_latents(self, request: Request, latents: torch.Tensor) -> None:
         """A non-autoregressive clause's latents [T, D]: all of it, or its first piece
@@ -382,7 +380,7 @@ class Engine:
             request.clauses_spoken += 1
         ramp = None
         if request.fade_samples:
-            total = self.family.fade_in_samples
+            total = self.family.traits.fade_in_samples
             start = total - request.fade_samples
             count = min(request.fade_samples, item.num_frames * self.family.audio.samples_per_frame)
             ramp = torch.linspace(0, 1, total)[start: start + count]

@@ -107,7 +107,7 @@ class Runner:
         self._workspace: tuple[torch.Tensor, torch.Tensor] | None = None
         # NOTE: built (or loaded from torch's extension cache) here, at load time, not in
         # a request's first step; None keeps the gather + SDPA path.
-        self.decode_kernel = (paged_decode_attention() if family.is_autoregressive
+        self.decode_kernel = (paged_decode_attention() if family.traits.is_autoregressive
                               and PoolDecodeKV.supports(cache.k) else None)
 
     def _gather_buffers(self, rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -140,19 +140,18 @@ class Runner:
         clause as its first `first_piece` frames and the means to compute the rest."""
         if not items:
             return []
-        if not self.family.is_autoregressive:
+        if not self.family.traits.is_autoregressive:
             return self._clause_latents(items, first_piece)
         self._prefill_tokens(items)
         return []
 
     def _clause_latents(self, items: list[PrefillItem],
                         first_piece: int | None) -> list[ClauseStart]:
-        start = getattr(self.family, "start_clauses", None)
-        if start is not None and first_piece:
+        if self.family.traits.starts_clauses_in_pieces and first_piece:
             # NOTE: only a request's first clause comes in pieces: that is what makes its
             # first audio sooner; later clauses would only pay the pieces' overlap.
             texts = [self._clause_text(item) for item in items]
-            partials = start(texts, [item.request.params for item in items],
+            partials = self.family.start_clauses(texts, [item.request.params for item in items],
                              [item.request.generator for item in items])
             starts = []
             for item, partial in zip(items, partials):
@@ -163,13 +162,10 @@ class Runner:
         return [ClauseStart(latents, None) for latents in self._whole_clauses(items)]
 
     def _whole_clauses(self, items: list[PrefillItem]) -> list[torch.Tensor]:
-        batched = getattr(self.family, "clause_latents_batch", None)
-        if batched is not None:  # one front call for every clause of the step
-            return batched([self._clause_text(item) for item in items],
-                           [item.request.params for item in items],
-                           [item.request.generator for item in items])
-        return [self.family.clause_latents(self._clause_text(item), item.request.params,
-                                           item.request.generator) for item in items]
+        # One front call for every clause of the step.
+        return self.family.clause_latents_batch([self._clause_text(item) for item in items],
+                                                [item.request.params for item in items],
+                                                [item.request.generator for item in items])
 
     def continue_clauses(self, requests: list[Request]) -> list[torch.Tensor]:
         """The rest of each request's clause that started in pieces, [n, D] each."""
@@ -263,7 +259,7 @@ class Runner:
         groups: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         for index, item in enumerate(items):
             groups[(item.num_frames, item.lookahead, item.history)].append(index)
-        budget = getattr(self.family, "decoder_batch_frames", None)
+        budget = self.family.traits.decoder_batch_frames
         for (frames, lookahead, history), group in groups.items():
             # NOTE: a family may cap the frames of one decoder call: on CPU a convolution
             # stack slows down sharply once a batch's activations leave the cache.

@@ -139,7 +139,7 @@ class Scheduler:
             self._turn %= len(self.running)
             candidates = [self.running[self._turn]]
             self._turn += 1
-        if not self.family.is_autoregressive:
+        if not self.family.traits.is_autoregressive:
             urgent, later = self._split_continuations(candidates)
             self._committed = sum(self._continuation_cost(r) for r in urgent)
             prefills = self._plan_prefills([r for r in candidates if r.wants_prefill])
@@ -233,8 +233,8 @@ class Scheduler:
         return min(config.max_step_seconds, max(config.first_audio_step_seconds, spare))
 
     def plan_decodes(self, candidates: list[Request] | None = None) -> list[DecodeItem]:
-        lookahead = getattr(self.family, "decoder_lookahead", 0)
-        max_history = getattr(self.family, "decoder_history", 0)
+        lookahead = self.family.traits.decoder_lookahead
+        max_history = self.family.traits.decoder_history
         now = time.monotonic()
         rate = self.family.audio.sample_rate
         requests = candidates if candidates is not None else self.running
@@ -284,7 +284,7 @@ class Scheduler:
         step's AR step, from the listeners with frames waiting then; a fresh stream that
         had none (living on one-frame chunks) did not count, and a long tick of other
         streams' chunks after its own could run it dry."""
-        if self.overloaded or not self.family.is_autoregressive:
+        if self.overloaded or not self.family.traits.is_autoregressive:
             return
         fresh = [r for r in self.running if r.is_generating and r.first_audio_time is not None
                  and r.audio_seconds(rate) < self.FRESH_SECONDS and r.slack(now, rate) >= 0]
@@ -304,7 +304,7 @@ class Scheduler:
         recent steps took (then its first chunk is whatever is ready now: under load the
         next frame would cost it a whole step of everyone's work)."""
         wait = self.config.first_audio_wait_seconds
-        return (self.family.is_autoregressive and wait is not None
+        return (self.family.traits.is_autoregressive and wait is not None
                 and now + self.costs.engine_step - request.arrival >= wait)
 
     def _waits_for_tick(self, slack: float | None) -> bool | None:
@@ -315,7 +315,7 @@ class Scheduler:
         and steps without AR work: the clock stands still, so the tick would never come)."""
         period = self.config.chunk_frames or 1
         if (slack is None or self.overloaded or period == 1 or self.config.schedule != "batched"
-                or not self.family.is_autoregressive or not self._stepping):
+                or not self.family.traits.is_autoregressive or not self._stepping):
             return False
         to_tick = -self._ar_steps % period
         if to_tick == 0:
@@ -344,7 +344,7 @@ class Scheduler:
         # (its AR step and the delivery margin) is urgent however short this step's
         # budget: a budget near zero (the least slack under the margin) must not leave all
         # but one of several listeners in that state to run dry.
-        floor = 0.0 if self.overloaded or not self.family.is_autoregressive else (
+        floor = 0.0 if self.overloaded or not self.family.traits.is_autoregressive else (
             self.costs.step + self.config.delivery_margin_seconds)
         items = sorted(items, key=lambda item: item.request.slack(now, rate))
         chosen, spent = [], 0.0
@@ -406,12 +406,12 @@ class Scheduler:
             self.blocks.share(request.voice.table.blocks)
             request.table = request.voice.table.copy_shared()
             request.next_position = request.voice.length
-            request.fade_samples = self.family.fade_in_samples
+            request.fade_samples = self.family.traits.fade_in_samples
             request.status = Status.RUNNING
             self.running.append(request)
 
     def _fits_first_clause(self, request: Request) -> bool:
-        if not self.family.is_autoregressive:
+        if not self.family.traits.is_autoregressive:
             return True  # no KV cache
         tokens = self.family.count_tokens(request.pending_clauses[0]) + 8
         needed = -(-tokens // self.blocks.block_size) + 1
@@ -429,7 +429,7 @@ class Scheduler:
             except ValueError as error:
                 self.fail(request, f"bad clause {text!r}: {error}")
                 continue
-            if not self.family.is_autoregressive:
+            if not self.family.traits.is_autoregressive:
                 if len(items) >= self.config.max_clause_prefills_per_step or (
                         items and not self._fits(self._committed
                                                  + self.costs.prefill_clause * (len(items) + 1))):
@@ -472,7 +472,7 @@ class Scheduler:
     def _restarts_decoder(self) -> bool:
         """Whether each clause starts with a fresh decoder (pocket mode; Piper always)."""
         return (self.config.chaining == "pocket"
-                or getattr(self.family, "resets_decoder_per_clause", False))
+                or self.family.traits.resets_decoder_per_clause)
 
     def _start_clause_context(self, request: Request) -> None:
         """Pocket mode: back to the voice state with a fresh decoder. Chained mode: drop
@@ -480,7 +480,7 @@ class Scheduler:
         if self._restarts_decoder and request.clauses_started:
             assert request.decoder_slot is not None
             self.slots.reset(request.decoder_slot)
-            request.fade_samples = self.family.fade_in_samples
+            request.fade_samples = self.family.traits.fade_in_samples
             request.clause_frames_decoded = 0
         if self.config.chaining == "pocket":
             self.blocks.release(request.table.drop_own())

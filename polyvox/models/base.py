@@ -16,7 +16,9 @@ request's whole latent sequence at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import torch
@@ -44,6 +46,31 @@ class KVSpec:
 
 
 @dataclass(frozen=True)
+class FamilyTraits:
+    """What a family is and can do, as data: the engine reads these and never probes a
+    family for optional methods."""
+
+    # prefill_tokens + step_batch (one latent frame per engine step); else the whole
+    # clause's latents at once through clause_latents_batch.
+    is_autoregressive: bool
+    fade_in_samples: int = 0  # a fresh decoder's first samples are faded in (0: none)
+    # A windowed decoder reads `decoder_lookahead` frames past a chunk and prepends
+    # `decoder_history` frames of the slot's past (its `decode` takes num_frames, history).
+    decoder_lookahead: int = 0
+    decoder_history: int = 0
+    decoder_batch_frames: int | None = None  # most frames one decoder call holds (None: any)
+    resets_decoder_per_clause: bool = False  # each clause is its own utterance
+    starts_clauses_in_pieces: bool = False  # start_clauses(): a clause's first frames first
+    clones_voices: bool = False  # voice_from_audio(): a voice from a recording
+    # EngineConfig fields this family prefers where the user set none (EngineConfig.for_family)
+    preferred_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "preferred_settings",
+                           MappingProxyType(dict(self.preferred_settings)))
+
+
+@dataclass(frozen=True)
 class ClausePlan:
     """A clause ready for prefill: what to feed and when to stop."""
 
@@ -54,16 +81,16 @@ class ClausePlan:
 
 
 class ModelFamily(Protocol):
-    """Autoregressive families implement prefill_tokens/step_batch; the others implement
-    clause_latents instead (the whole clause's latents at once) and declare
-    `kv_spec.num_layers == 0`. Windowed decoders declare `decoder_lookahead` and
-    `decoder_history` (frames) and accept `num_frames`/`history` in `decode`."""
+    """Autoregressive families (traits.is_autoregressive) implement prefill_tokens,
+    step_batch and max_frames; the others implement clause_latents_batch (and
+    start_clauses when traits.starts_clauses_in_pieces) and declare
+    `kv_spec.num_layers == 0`."""
 
+    traits: FamilyTraits
     audio: AudioFormat
     kv_spec: KVSpec
     latent_dim: int
-    fade_in_samples: int  # a fresh decoder's first samples are faded in (0: none)
-    is_autoregressive: bool
+    is_random: bool  # loaded without trained weights: its audio is noise
 
     def make_params(self, seed: int = 0, temperature: float | None = None,
                     speed: float = 1.0) -> Any:

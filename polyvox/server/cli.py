@@ -106,7 +106,7 @@ def serve(args: argparse.Namespace) -> int:
             server.should_exit = True
 
     def on_ready(served: Any) -> None:
-        if getattr(served.family, "is_random", False):
+        if served.family.is_random:
             print(f"note: no weights found for {served.name}: it runs with random weights, so "
                   "the audio is noise (pass --weights)", file=sys.stderr, flush=True)
         print(_how_to_call(args, served.name), flush=True)

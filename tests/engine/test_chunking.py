@@ -7,6 +7,7 @@ audio, streams with a long buffer wait a step. None of this may change the audio
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -86,7 +87,8 @@ def test_split_decoder_batches_give_the_same_audio(family, monkeypatch) -> None:
 
     outputs = []
     for budget in (None, 60):
-        monkeypatch.setattr(family, "decoder_batch_frames", budget, raising=False)
+        monkeypatch.setattr(family, "traits",
+                            dataclasses.replace(family.traits, decoder_batch_frames=budget))
         monkeypatch.setattr(family, "decode", counting, raising=False)
         calls.clear()
         # NOTE: no step deadlines here (they depend on this machine's speed): only the

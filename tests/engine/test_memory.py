@@ -59,7 +59,7 @@ def test_streamed_chunks_equal_offline_decoding(model, voice) -> None:
     streamed = run_to_completion(engine)
     for rid, frames in latents.items():
         offline = model.decode(torch.stack(frames)[None], model.new_decoder_state())[0]
-        fade = model.fade_in_samples
+        fade = model.traits.fade_in_samples
         offline[:fade] *= torch.linspace(0, 1, fade)
         assert rel_error(streamed[rid], offline) <= 1e-5
 

@@ -98,7 +98,7 @@ def test_streamed_equals_offline() -> None:
     streamed = run_to_completion(engine)
     for rid, latents in frames.items():
         offline = family.decode(torch.stack(latents)[None], family.new_decoder_state())[0].cpu()
-        fade = family.fade_in_samples
+        fade = family.traits.fade_in_samples
         offline[:fade] *= torch.linspace(0, 1, fade)
         assert rel_error(streamed[rid], offline) <= 1e-4, rid
 

@@ -47,7 +47,7 @@ def test_formats(family) -> None:
     # context either side: HiFi-GAN's 10 frames, plus the flow's 32 for a prior student
     context = 3 if family.student.teacher_latent == "z" else 11
     assert family.latent_dim == 768
-    assert family.decoder_history == family.decoder_lookahead == context
+    assert family.traits.decoder_history == family.traits.decoder_lookahead == context
     assert family.kv_spec.num_layers == 3
 
 
@@ -85,7 +85,7 @@ def test_windowed_decoding_equals_whole_clause_decoding(family) -> None:
     latents = torch.randn(1, 40, family.latent_dim, generator=generator) * 0.5
     whole = family.decode(latents, family.new_decoder_state())
     state, pieces, done = family.new_decoder_state(), [], 0
-    context = family.decoder_lookahead
+    context = family.traits.decoder_lookahead
     for size in (1, 4, 4, 4, 4, 4, 2, 12, 5):
         lookahead = min(context, 40 - done - size)
         window = latents[:, done: done + size + lookahead]

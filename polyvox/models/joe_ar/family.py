@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from polyvox.models.base import AudioFormat, ClausePlan, KVSpec
+from polyvox.models.base import AudioFormat, ClausePlan, FamilyTraits, KVSpec
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.piper.front import FLOW_CONTEXT, Scales, Sentence
 from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
@@ -86,7 +86,7 @@ class _EmptyVoice:
 class StudentFamily(FlowLMStages):
     """The engine's stage protocol for a distilled student (see the module docstring).
     Latents are counted in AR steps of `frames_per_step` teacher frames; so are
-    `decoder_history` and `decoder_lookahead`. Tokens are the teacher's phoneme ids."""
+    its traits' decoder history and lookahead. Tokens are the teacher's phoneme ids."""
 
     #: Its tokens are phoneme ids (~13 per word): clauses are capped much higher than
     #: the engine's default of 50 text pieces. Chunks are in AR steps (4 teacher frames,
@@ -94,14 +94,9 @@ class StudentFamily(FlowLMStages):
     #: frames, HiFi-GAN's 10) whatever its size, so no chunk is shorter than 8 steps
     #: (~370 ms), the first included (a shorter first one left 2 streams short of real
     #: time), and chunks grow long as the listener's buffer does (docs/perf.md, session 6).
-    preferred_engine_settings = {"chaining": "pocket",  # see the module docstring
-                                 "max_clause_tokens": 350, "first_chunk_frames": 8,
-                                 "min_chunk_frames": 8, "chunk_frames": 8,
-                                 "max_chunk_frames": 32}
-
-    is_autoregressive = True
-    resets_decoder_per_clause = True
-    fade_in_samples = 0  # utterances start in silence, as the teacher's
+    PREFERRED_SETTINGS = {"chaining": "pocket",  # see the module docstring
+                          "max_clause_tokens": 350, "first_chunk_frames": 8,
+                          "min_chunk_frames": 8, "chunk_frames": 8, "max_chunk_frames": 32}
 
     def __init__(self, config: StudentConfig, flow_lm: FlowLM, phonemizer: Phonemizer,
                  hifigan: HiFiGan, front: PiperFront | None = None,
@@ -126,7 +121,11 @@ class StudentFamily(FlowLMStages):
         self.flow = front if config.teacher_latent == "prior" else None
         self.front = front
         context = DECODER_CONTEXT_FRAMES + (FLOW_CONTEXT if self.flow else 0)
-        self.decoder_history = self.decoder_lookahead = math.ceil(context / group)
+        window = math.ceil(context / group)  # in AR steps, either side
+        # Utterances start in silence, as the teacher's: no fade-in.
+        self.traits = FamilyTraits(
+            is_autoregressive=True, resets_decoder_per_clause=True, decoder_history=window,
+            decoder_lookahead=window, preferred_settings=self.PREFERRED_SETTINGS)
 
     @property
     def sample_rate(self) -> int:
@@ -167,7 +166,7 @@ class StudentFamily(FlowLMStages):
             raise ValueError("the clause has nothing to speak")
         after = params.frames_after_eos
         after = self.student.frames_after_eos if after is None else after
-        return ClausePlan(torch.tensor(ids, dtype=torch.long), after, self.max_steps(len(ids)),
+        return ClausePlan(torch.tensor(ids, dtype=torch.long), after, self.max_frames(len(ids)),
                           self.text_features(ids))
 
     def text_features(self, ids: list[int]) -> torch.Tensor | None:
@@ -194,7 +193,7 @@ class StudentFamily(FlowLMStages):
     # --- stages ------------------------------------------------------------------------
 
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"history": (self.channels, self.decoder_history * self.frames_per_step)}
+        return {"history": (self.channels, self.traits.decoder_history * self.frames_per_step)}
 
     def new_decoder_state(self, batch_size: int = 1) -> dict[str, torch.Tensor]:
         return {"history": torch.zeros(batch_size, *self.decoder_state_shapes()["history"])}
@@ -241,7 +240,7 @@ class StudentFamily(FlowLMStages):
         latent = torch.full((1, self.latent_dim), float("nan"))
         frames: list[torch.Tensor] = []
         eos_at = None
-        for index in range(self.max_steps(len(ids))):
+        for index in range(self.max_frames(len(ids))):
             noise = self.sample_noise(generator, params)[None]
             latent, logit = self.flow_lm.step(latent, kv.next_positions(1)[:, 0], kv, noise,
                                               params.sampler_steps)
@@ -254,7 +253,7 @@ class StudentFamily(FlowLMStages):
             frames.append(latent[0])
         return torch.stack(frames) if frames else torch.zeros(0, self.latent_dim)
 
-    def max_steps(self, num_ids: int) -> int:
+    def max_frames(self, num_ids: int) -> int:
         """The length cap of a clause of `num_ids` phoneme ids, in AR steps."""
         return math.ceil(num_ids * MAX_FRAMES_PER_ID / self.frames_per_step
                          + PADDING_SECONDS * self.audio.frame_rate)

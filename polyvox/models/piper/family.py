@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from polyvox.models.base import ClausePlan, KVSpec
+from polyvox.models.base import ClausePlan, FamilyTraits, KVSpec
 from polyvox.models.piper.clause_latents import ClauseLatents
 from polyvox.models.piper.front import Sentence, Stage1Output, make_generator
 from polyvox.models.piper.hifigan import HiFiGan
@@ -48,11 +48,6 @@ class _Empty:
 
 
 class PiperFamily:
-    is_autoregressive = False
-    resets_decoder_per_clause = True
-    decoder_lookahead = LOOKAHEAD
-    decoder_history = HISTORY
-    fade_in_samples = 0
     is_random = False
     # NOTE: every chunk is decoded with up to 20 frames of context, so longer chunks cost
     # less per frame (32 frames: +62%, 128: +16%); chunks grow as a listener's buffer does.
@@ -60,9 +55,13 @@ class PiperFamily:
     # a step in which other requests' fronts run (~65 ms each).
     # The front's cost grows with the clause (~15 ms + 0.17 ms per frame): a text's first
     # clause ends at its first comma after 6 words, so that speech starts sooner.
-    preferred_engine_settings = {"first_chunk_frames": 24, "chunk_frames": 32,
-                                 "max_chunk_frames": 128, "first_clause_tokens": 6}
-    decoder_batch_frames = HiFiGan.CALL_FRAMES  # bigger decode batches are split
+    traits = FamilyTraits(
+        is_autoregressive=False, resets_decoder_per_clause=True,
+        decoder_lookahead=LOOKAHEAD, decoder_history=HISTORY,
+        decoder_batch_frames=HiFiGan.CALL_FRAMES,  # bigger decode batches are split
+        starts_clauses_in_pieces=True,
+        preferred_settings={"first_chunk_frames": 24, "chunk_frames": 32,
+                            "max_chunk_frames": 128, "first_clause_tokens": 6})
 
     def __init__(self, model: PiperModel) -> None:
         self.model = model

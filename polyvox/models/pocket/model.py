@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from polyvox.models.base import AudioFormat, ClausePlan, KVSpec
+from polyvox.models.base import AudioFormat, ClausePlan, FamilyTraits, KVSpec
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.pocket.config import PocketConfig
 from polyvox.models.pocket.convs import DecoderState
@@ -67,7 +67,7 @@ class PocketTTS(FlowLMStages):
     # NOTE: a first chunk of 2 frames (160 ms) costs one step of time to first audio over
     # 1 frame, but leaves the listener a buffer that survives a busy step: at 4 streams on
     # 2 cores every stream stayed real-time with 2, a third of them with 1 (docs/perf.md).
-    preferred_engine_settings = {"first_chunk_frames": 2}
+    PREFERRED_SETTINGS = {"first_chunk_frames": 2}
 
     def __init__(self, config: PocketConfig, modules: PocketModules, tokenizer: Tokenizer,
                  is_random: bool) -> None:
@@ -80,8 +80,10 @@ class PocketTTS(FlowLMStages):
         self.kv_shape = (backbone.num_layers, backbone.kv_heads, backbone.head_dim)
         self.kv_spec = KVSpec(*self.kv_shape, dtype=torch.float32)
         self.latent_dim = config.latent_dim
-        self.fade_in_samples = int(self.audio.sample_rate * FADE_IN_SECONDS)
-        self.is_autoregressive = True
+        self.traits = FamilyTraits(
+            is_autoregressive=True, clones_voices=True,
+            fade_in_samples=int(self.audio.sample_rate * FADE_IN_SECONDS),
+            preferred_settings=self.PREFERRED_SETTINGS)
         modules.eval()
 
     @property
