@@ -81,9 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     models = commands.add_parser("models", help="list model names")
     models.set_defaults(func=_models)
     from polyvox.bench.cli import add_bench_parser
+    from polyvox.eval.cli import add_eval_parser
     from polyvox.server.cli import add_serve_parser
 
     add_bench_parser(commands)
+    add_eval_parser(commands)
     add_serve_parser(commands)
     train = commands.add_parser("train", help="train our own voices (see docs/distill.md)")
     train.add_argument("what", choices=["teacher-data", "distill", "evaluate"])

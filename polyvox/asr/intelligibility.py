@@ -1,17 +1,14 @@
-"""Judge a voice: synthesize sentences, transcribe them, score the word error rate."""
+"""Transcribe clips and report per-sentence WER (the speaking is `polyvox.eval.judge`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from polyvox.asr.sentences import SENTENCES
 from polyvox.asr.transcribe import Transcriber
-from polyvox.asr.wer import CorpusErrors, corpus_errors
-
-Synthesize = Callable[[str], np.ndarray | torch.Tensor]  # text -> mono samples [N]
+from polyvox.asr.wer import CorpusErrors
 
 
 def transcribe_all(
@@ -21,20 +18,6 @@ def transcribe_all(
 ) -> list[str]:
     """One transcript per clip, each decoded on its own."""
     return [transcriber.transcribe(clip, sample_rate) for clip in clips]
-
-
-def intelligibility(
-    synthesize: Synthesize,
-    sample_rate: int,
-    transcriber: Transcriber,
-    sentences: Sequence[str] = SENTENCES,
-) -> tuple[CorpusErrors, list[str]]:
-    """Synthesize each sentence, transcribe it, and score it against its text.
-
-    Returns the per-sentence errors (corpus WER in `.wer`) and the raw transcripts.
-    """
-    transcripts = transcribe_all(transcriber, [synthesize(text) for text in sentences], sample_rate)
-    return corpus_errors(sentences, transcripts), transcripts
 
 
 def format_report(
