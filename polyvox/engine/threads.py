@@ -6,7 +6,7 @@ holds more OpenMP threads than CPUs, libgomp stops spinning between parallel reg
 every region pays for waking its workers from sleep. A served model meets exactly that:
 the thread that loaded the model keeps a pool, and the engine thread builds a second one.
 On 2 cores, 8 Pocket streams through AsyncEngine took 35-41 ms per AR step with both
-pools alive and 27-31 ms with the loading thread's pool freed (docs/perf.md, session 8).
+pools alive and 27-31 ms with the loading thread's pool freed (docs/perf-history.md, session 8).
 
 `single_threaded_openmp` frees the calling thread's workers and runs its later parallel
 regions on itself alone. It changes only that thread: PyTorch's own thread setting, which

@@ -93,7 +93,8 @@ class StudentFamily(FlowLMStages):
     #: ~46 ms): each chunk pays for the decoder's context either side (the flow's 42
     #: frames, HiFi-GAN's 10) whatever its size, so no chunk is shorter than 8 steps
     #: (~370 ms), the first included (a shorter first one left 2 streams short of real
-    #: time), and chunks grow long as the listener's buffer does (docs/perf.md, session 6).
+    #: time), and chunks grow long as the listener's buffer does (docs/perf-history.md,
+    #: session 6).
     PREFERRED_SETTINGS = {"chaining": "pocket",  # see the module docstring
                           "max_clause_tokens": 350, "first_chunk_frames": 8,
                           "min_chunk_frames": 8, "chunk_frames": 8, "max_chunk_frames": 32}

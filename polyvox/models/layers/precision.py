@@ -2,7 +2,7 @@
 
 On CPUs with AVX512-BF16 (and on GPUs), a bfloat16 matmul reads half the weight bytes and
 runs on faster units: 3-4x an fp32 one at the small batch sizes a streaming engine sees
-(docs/perf.md). `lower_precision` stores the weights of every linear and convolution of a
+(docs/perf-history.md). `lower_precision` stores the weights of every linear and convolution of a
 module tree in that dtype and runs those layers in it, with fp32 activations in and out,
 so that everything around them (norms, attention, the KV cache, decoder states) is
 untouched.
@@ -33,7 +33,7 @@ class PackedLinear(nn.Linear):
 
     `F.linear` re-reads the weight in its plain layout on every call; at a streaming
     engine's small batches (1-16 rows) the prepacked products run ~1.5x faster in
-    bfloat16 and 1.5-2.5x in float32 on the project's CPU (docs/perf.md). The results
+    bfloat16 and 1.5-2.5x in float32 on the project's CPU (docs/perf-history.md). The results
     are the same products summed in another order (float32: ~1e-6 relative). The plain
     weight stays the parameter, so state dicts, training and other devices are
     unchanged; the packed copy costs the layer's weight memory once more."""

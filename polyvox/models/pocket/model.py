@@ -66,7 +66,7 @@ class PocketModules(nn.Module):
 class PocketTTS(FlowLMStages):
     # NOTE: a first chunk of 2 frames (160 ms) costs one step of time to first audio over
     # 1 frame, but leaves the listener a buffer that survives a busy step: at 4 streams on
-    # 2 cores every stream stayed real-time with 2, a third of them with 1 (docs/perf.md).
+    # 2 cores every stream stayed real-time with 2, a third of them with 1 (docs/perf-history.md).
     PREFERRED_SETTINGS = {"first_chunk_frames": 2}
 
     def __init__(self, config: PocketConfig, modules: PocketModules, tokenizer: Tokenizer,
