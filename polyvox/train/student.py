@@ -1,13 +1,5 @@
-"""The student: a Pocket-family FlowLM over the Piper teacher's phonemes and grouped z.
-
-    phoneme ids ──LUT──┐
-    previous step ─────┴─► FlowLM backbone ─► flow-matching head ─► next step latent
-      (G teacher frames,                     └─► EOS logit
-       normalized, G x 192)
-
-One AR step carries `frames_per_step` (G) teacher frames, frame-major: latent[g * 192 + c]
-is channel c of frame g. Latents are generated normalized per channel; `denormalize`
-(the FlowLM's emb_std / emb_mean) gives teacher z back.
+"""Training the student (its network, config and weight loading are in
+polyvox/models/joe_ar/network.py).
 
 Training is teacher forcing over sequences laid out exactly as the engine's KV holds a
 clause (see batches.py): [ids][BOS][l0 .. l_{S-1}]; the input at position k predicts
