@@ -53,6 +53,10 @@ class AudioChunk:
     error: str | None = None
     clause_index: int = 0  # which clause of the request these samples belong to
     ends_clause: bool = False  # the last samples of that clause
+    # On a clause's last chunk, for families that know their durations (Piper): for each
+    # whitespace-separated word of the clause's text, the frames [start, end) it is spoken
+    # in, counted from the clause's first frame.
+    word_frames: tuple[tuple[int, int], ...] | None = None
 
 
 # NOTE: eq=False: a request equals only itself. Requests are looked up in lists every step;
@@ -85,6 +89,8 @@ class Request:
     frames_generated: int = 0
     frames_decoded: int = 0
     clause_ends: deque[int] = field(default_factory=deque)
+    # AudioChunk.word_frames of each clause started and not yet ended (None: not known)
+    clause_word_frames: deque[tuple[tuple[int, int], ...] | None] = field(default_factory=deque)
     clauses_spoken: int = 0
     fade_samples: int = 0  # samples still to fade in (fresh decoder)
     clauses_started: int = 0

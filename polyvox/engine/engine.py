@@ -168,9 +168,7 @@ class Engine:
                 request.pending_clauses.extend(
                     self.family.split_like_reference(text, self.config.max_clause_tokens))
         else:
-            request.splitter = TextPipeline(self.family.count_tokens,
-                                            self.config.max_clause_tokens, normalize,
-                                            first_max_tokens=self.config.first_clause_tokens)
+            request.splitter = self.text_pipeline(normalize)
             request.pending_clauses.extend(request.splitter.feed(text))
             if text_complete:
                 request.pending_clauses.extend(request.splitter.flush())
@@ -179,6 +177,12 @@ class Engine:
         self.requests[request_id] = request
         self.scheduler.waiting.append(request)
         return request
+
+    def text_pipeline(self, normalize: bool = True) -> TextPipeline:
+        """The text path of a streamed request: what the WebSocket's word timings replay
+        to know which client words each clause speaks (polyvox/text/words.py)."""
+        return TextPipeline(self.family.count_tokens, self.config.max_clause_tokens, normalize,
+                            first_max_tokens=self.config.first_clause_tokens)
 
     def add_text(self, request_id: str, text: str) -> None:
         request = self._live(request_id)
@@ -249,6 +253,9 @@ class Engine:
             costs.observe("prefill_clause", finished - started, len(plan.prefills))
         for item, start in zip(plan.prefills, prefilled):  # non-autoregressive families
             item.request.partial = start.rest
+            # NOTE: one entry per clause started (None where not known); it goes out with
+            # the clause's last chunk.
+            item.request.clause_word_frames.append(start.word_frames)
             self._add_clause_latents(item.request, start.latents)
         started = time.perf_counter()
         launched = self.runner.launch_step(plan.steps, save_rng=self.config.overlap)
@@ -375,9 +382,11 @@ class Engine:
         request.frames_decoded += item.num_frames
         clause_index = request.clauses_spoken
         ends_clause = bool(request.clause_ends) and request.frames_decoded == request.clause_ends[0]
+        word_frames = None
         if ends_clause:
             request.clause_ends.popleft()
             request.clauses_spoken += 1
+            word_frames = _next_word_frames(request)
         ramp = None
         if request.fade_samples:
             total = self.family.traits.fade_in_samples
@@ -387,7 +396,8 @@ class Engine:
             request.fade_samples -= count
         request.num_chunks += 1
         request.undelivered += 1
-        return PendingChunk(request, request.num_chunks - 1, clause_index, ends_clause, ramp)
+        return PendingChunk(request, request.num_chunks - 1, clause_index, ends_clause, ramp,
+                            word_frames)
 
     def _delivered(self, chunks: list[tuple[PendingChunk, HostRow | None]]
                    ) -> list[AudioChunk]:
@@ -405,7 +415,7 @@ class Engine:
             samples[: pending.ramp.numel()] *= pending.ramp
         chunk = AudioChunk(request.request_id, samples, self.family.audio.sample_rate,
                            pending.index, created=_now(), clause_index=pending.clause_index,
-                           ends_clause=pending.ends_clause)
+                           ends_clause=pending.ends_clause, word_frames=pending.word_frames)
         if request.first_audio_time is None and samples.numel():
             request.first_audio_time = chunk.created
         request.num_samples += samples.numel()
@@ -419,7 +429,7 @@ class Engine:
             while request.clause_ends and request.clause_ends[0] == request.frames_decoded:
                 request.clause_ends.popleft()
                 marks.append(PendingChunk(request, request.num_chunks, request.clauses_spoken,
-                                          True, None))
+                                          True, None, _next_word_frames(request)))
                 request.clauses_spoken += 1
                 request.num_chunks += 1
                 request.undelivered += 1
@@ -490,6 +500,12 @@ class PendingChunk(NamedTuple):
     clause_index: int
     ends_clause: bool
     ramp: torch.Tensor | None  # fade-in factors for the first samples
+    word_frames: tuple[tuple[int, int], ...] | None = None  # on a clause's last chunk
+
+
+def _next_word_frames(request: Request) -> tuple[tuple[int, int], ...] | None:
+    """The word timings of the clause that just ended, if its family gave them."""
+    return request.clause_word_frames.popleft() if request.clause_word_frames else None
 
 
 def _now() -> float:

@@ -89,6 +89,9 @@ class ClauseStart(NamedTuple):
 
     latents: torch.Tensor
     rest: Any
+    # Where the family knows them (Piper's durations): each word of the clause's text as
+    # frames [start, end) from the clause's first frame; see AudioChunk.word_frames.
+    word_frames: tuple[tuple[int, int], ...] | None = None
 
 
 class StepResult(NamedTuple):
@@ -157,7 +160,8 @@ class Runner:
             for item, partial in zip(items, partials):
                 first = item.request.frames_generated == 0
                 latents = partial.next(first_piece if first else None)
-                starts.append(ClauseStart(latents, None if partial.done else partial))
+                starts.append(ClauseStart(latents, None if partial.done else partial,
+                                          partial.word_frames))
             return starts
         return [ClauseStart(latents, None) for latents in self._whole_clauses(items)]
 

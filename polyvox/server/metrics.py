@@ -31,7 +31,7 @@ class Metrics:
         self.audio_seconds = Counter("polyvox_audio_seconds", "Seconds of audio sent",
                                      ["endpoint"], registry=registry)
         self.streams = Counter("polyvox_streams", "Streams by how they ended (completed, "
-                               "disconnected, failed)", ["endpoint", "outcome"],
+                               "disconnected, failed, cancelled)", ["endpoint", "outcome"],
                                registry=registry)
         self.rejected = Counter("polyvox_rejected", "Requests refused by admission control",
                                 ["reason"], registry=registry)

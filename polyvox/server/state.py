@@ -81,6 +81,7 @@ class LiveStream:
         self._is_closed = False
         self.ends_clause = False  # the chunk last returned by next() ends a clause
         self.clause_index = 0
+        self.word_frames: tuple[tuple[int, int], ...] | None = None  # of that chunk's clause
 
     async def next(self) -> np.ndarray | None:
         """The next chunk's new samples [N] float32; None at the end. Raises EngineError
@@ -94,6 +95,7 @@ class LiveStream:
             self.outcome = "failed"
             raise
         self.ends_clause, self.clause_index = chunk.ends_clause, chunk.clause_index
+        self.word_frames = chunk.word_frames
         if self.first_audio_at is None and chunk.samples.numel():
             self.first_audio_at = time.monotonic()
             self.state.metrics.ttfa.labels(self.endpoint).observe(

@@ -1,10 +1,11 @@
 """WS /v1/audio/stream: text in as it is written, audio out as it is made.
 
 Client -> server, JSON text messages: `configure` (first, once), `text` (any number),
-`flush` (end the current utterance), `end` (end the session). Server -> client: JSON
-events (`configured`, `audio.start`, `utterance.done`, `done`, `error`) and binary frames
-holding the audio of the current utterance in the configured format. The protocol is
-documented in docs/websocket.md.
+`flush` (end the current utterance), `cancel` (barge-in: stop every utterance not yet
+done), `end` (end the session). Server -> client: JSON events (`configured`,
+`audio.start`, `words`, `clause.done`, `utterance.done`, `cancelled`, `done`, `error`) and
+binary frames holding the audio of the current utterance in the configured format. The
+protocol is documented in docs/websocket.md.
 
 Utterances are spoken one after the other. Each holds an admission turn from its first
 text to its last audio; its text goes to the engine as it arrives, so the first clause
@@ -19,8 +20,7 @@ import asyncio
 import itertools
 import json
 import logging
-import time
-from collections.abc import AsyncIterator
+from collections.abc import Coroutine
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
@@ -32,8 +32,10 @@ from polyvox.server.catalog import resolve_model, resolve_voice
 from polyvox.server.encoders import Encoder, format_error, output_rate
 from polyvox.server.errors import APIError, error_body
 from polyvox.server.state import ServerState
-from polyvox.server.ws_messages import Configure, ProtocolError, TextDelta, parse, validated
-from polyvox.text.sanitize import encodable, has_speech
+from polyvox.server.word_timings import WordTimeline
+from polyvox.server.ws_messages import Cancel, Configure, ProtocolError, TextDelta, parse, validated
+from polyvox.server.ws_utterance import Utterance
+from polyvox.text.sanitize import encodable
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -41,39 +43,6 @@ SUBPROTOCOL = "polyvox"
 CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_POLICY = 1000, 1001, 1008
 CLOSE_INTERNAL, CLOSE_TRY_LATER = 1011, 1013
 _session_ids = itertools.count(1)
-
-
-class Utterance:
-    """One utterance's text as it arrives (None ends it)."""
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.first_text_at = time.monotonic()
-        self.num_chars = 0
-        self.has_speech = False  # some text is more than whitespace once cleaned
-        self._pieces: asyncio.Queue[str | None] = asyncio.Queue()
-        self._is_decided = asyncio.Event()  # has_speech, or the utterance ended without
-
-    def add(self, text: str) -> None:
-        self.num_chars += len(text)
-        self._pieces.put_nowait(text)
-        if not self.has_speech and has_speech(text):
-            self.has_speech = True
-            self._is_decided.set()
-
-    def end(self) -> None:
-        self._pieces.put_nowait(None)
-        self._is_decided.set()
-
-    async def wait_for_speech(self) -> bool:
-        """Wait for the first text with something to speak (True), or for the end of an
-        utterance that had none (False)."""
-        await self._is_decided.wait()
-        return self.has_speech
-
-    async def pieces(self) -> AsyncIterator[str]:
-        while (piece := await self._pieces.get()) is not None:
-            yield piece
 
 
 @router.websocket("/v1/audio/stream")
@@ -99,10 +68,13 @@ class Session:
         self.params: Any = None
         self.current: Utterance | None = None  # the utterance receiving text
         self.num_utterances = 0
+        self.num_finished = 0  # utterances done or cancelled (they finish in order)
+        self.speaking: Utterance | None = None  # the one the speaker task is on
         self.queue: asyncio.Queue[Utterance | None] = asyncio.Queue()
         self.speaker: asyncio.Task[None] | None = None
         self.is_closed = False
         self.is_speaking = False  # an utterance is between its admission and its last audio
+        self._in_flight: asyncio.Future[None] | None = None  # the last unstoppable send
         self._send_lock = asyncio.Lock()
 
     async def run(self) -> None:
@@ -147,15 +119,18 @@ class Session:
         if kind == "configure":
             await self._configure(message)
             return False
-        if kind not in ("text", "flush", "end"):
-            raise ProtocolError(f"unknown message type {kind!r}: use configure, text, flush "
-                                "or end", param="type")
+        if kind not in ("text", "flush", "cancel", "end"):
+            raise ProtocolError(f"unknown message type {kind!r}: use configure, text, flush, "
+                                "cancel or end", param="type")
         if self.settings is None:
             raise ProtocolError(f"{kind!r} before 'configure': configure the session first")
         if kind == "text":
             self._add_text(validated(message, TextDelta).text)
         elif kind == "flush":
             self._end_utterance()
+        elif kind == "cancel":
+            validated(message, Cancel)
+            await self._cancel()
         else:
             self._end_utterance()
             await self.queue.put(None)
@@ -192,7 +167,7 @@ class Session:
 
     def _add_text(self, text: str) -> None:
         if self.current is None:
-            self.current = Utterance(self.num_utterances)
+            self.current = Utterance(self.num_utterances, self._timeline())
             self.num_utterances += 1
             self.queue.put_nowait(self.current)
         limit = self.state.config.max_stream_chars
@@ -206,6 +181,48 @@ class Session:
             self.current.end()
             self.current = None
 
+    def _timeline(self) -> WordTimeline | None:
+        assert self.settings is not None
+        if not self.settings.word_timings:
+            return None
+        served = self.state.served
+        return WordTimeline(served.engine.text_pipeline(self.settings.normalize),
+                            served.sample_rate, served.family.audio.samples_per_frame)
+
+    async def _cancel(self) -> None:
+        """Barge-in: stop every utterance not finished yet (the one speaking, those
+        waiting their turn, the one receiving text), then acknowledge with `cancelled`.
+        No audio of them follows the acknowledgement, and by then the engine has freed
+        what they held: closing the stream queues its abort on the engine thread, whose
+        commands run in order between steps, so once a later no-op command has run the
+        abort has too (within one engine step)."""
+        self._end_utterance()
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        assert self.speaker is not None
+        self.speaker.cancel()
+        await asyncio.gather(self.speaker, return_exceptions=True)
+        if self._in_flight is not None:
+            await asyncio.gather(self._in_flight, return_exceptions=True)
+        try:
+            await self.state.served.runtime.call(lambda: None)
+        except APIError:
+            pass  # shutting down: the engine is stopping anyway
+        cancelled = list(range(self.num_finished, self.num_utterances))
+        speaking = self.speaking
+        num_samples = speaking.num_samples_sent if speaking and speaking.index in cancelled else 0
+        rate = self._output_rate()
+        self.num_finished = self.num_utterances
+        self.speaker = asyncio.create_task(self._speak_all())
+        await self.send({"type": "cancelled", "utterances": cancelled,
+                         "audio_samples": num_samples,
+                         "audio_seconds": round(num_samples / rate, 4)})
+
+    def _output_rate(self) -> int:
+        assert self.settings is not None
+        served = self.state.served
+        return output_rate(self.settings.format, served.sample_rate, self.settings.sample_rate)
+
     # --- speaking ------------------------------------------------------------------------
 
     async def _speak_all(self) -> None:
@@ -216,6 +233,7 @@ class Session:
     async def _speak(self, utterance: Utterance) -> bool:
         """Generate and send one utterance; False when the session cannot go on."""
         assert self.settings is not None
+        self.speaking = utterance
         # NOTE: an utterance of only whitespace, control or format characters ("", "\n",
         # NUL, zero-width spaces) speaks nothing, so it takes no turn and never reaches the
         # engine; it still gets its utterance.done.
@@ -231,7 +249,7 @@ class Session:
             return False
         if ticket is None:
             try:
-                await self._finish(utterance, encoder)
+                await self._unstoppable(self._finish(utterance, encoder))
                 return True
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return False  # the client is gone
@@ -240,6 +258,7 @@ class Session:
                                   "websocket", utterance.first_text_at,
                                   normalize=self.settings.normalize)
         started = False
+        timeline = utterance.timeline
         try:
             while (samples := await stream.next()) is not None:
                 if stream.first_audio_at is not None and not started:
@@ -249,12 +268,19 @@ class Session:
                                      "ttfa_ms": round(1000 * ttfa, 1)})
                 data = encoder.encode(samples)
                 if data:
-                    await self.send_bytes(data)
+                    await self._unstoppable(self._send_audio(utterance, data, encoder.num_samples))
+                if timeline is not None:
+                    for event in timeline.add_audio(len(samples), stream.ends_clause,
+                                                    stream.word_frames):
+                        await self.send({**event, "utterance": utterance.index})
                 if stream.ends_clause:
                     await self.send({"type": "clause.done", "utterance": utterance.index,
                                      "clause": stream.clause_index})
-            await self._finish(utterance, encoder)
+            await self._unstoppable(self._finish(utterance, encoder))
             return True
+        except asyncio.CancelledError:
+            stream.outcome = stream.outcome or "cancelled"
+            raise
         except EngineError as error:
             log.warning("websocket utterance failed: %s", error)
             await self.fail(f"generation failed: {error}", CLOSE_INTERNAL, kind="server_error")
@@ -268,9 +294,13 @@ class Session:
     async def _finish(self, utterance: Utterance, encoder: Encoder) -> None:
         tail = encoder.finish()
         if tail:
-            await self.send_bytes(tail)
+            await self._send_audio(utterance, tail, encoder.num_samples)
+        if utterance.timeline is not None:
+            for event in utterance.timeline.finish():
+                await self.send({**event, "utterance": utterance.index})
         await self.send({"type": "utterance.done", "utterance": utterance.index,
                          "audio_seconds": round(encoder.num_samples / encoder.sample_rate, 3)})
+        self.num_finished = utterance.index + 1
 
     # --- sending -------------------------------------------------------------------------
 
@@ -279,10 +309,18 @@ class Session:
             if not self.is_closed:
                 await self.websocket.send_text(json.dumps(event))
 
-    async def send_bytes(self, data: bytes) -> None:
+    async def _unstoppable(self, step: Coroutine[Any, Any, None]) -> None:
+        """Run a send to its end even if the speaker is cancelled meanwhile: a cancel waits
+        for it, so no frame is cut half sent, `cancelled` counts exactly the audio that
+        went out, and an utterance is either done or cancelled, never both."""
+        self._in_flight = asyncio.ensure_future(step)
+        await asyncio.shield(self._in_flight)
+
+    async def _send_audio(self, utterance: Utterance, data: bytes, num_samples: int) -> None:
         async with self._send_lock:
             if not self.is_closed:
                 await self.websocket.send_bytes(data)
+                utterance.num_samples_sent = num_samples
 
     async def fail(self, message: str, close_code: int, param: str | None = None,
                    code: str | None = None, kind: str = "invalid_request_error",

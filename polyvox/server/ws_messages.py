@@ -28,6 +28,7 @@ class Configure(BaseModel):
     temperature: float | None = Field(None, ge=0.0, le=10.0)
     speed: float = Field(1.0, ge=0.25, le=4.0)
     normalize: bool = True
+    word_timings: bool = False  # `words` events: when each of the client's words is spoken
 
 
 class TextDelta(BaseModel):
@@ -35,6 +36,14 @@ class TextDelta(BaseModel):
 
     type: Literal["text"]
     text: str
+
+
+class Cancel(BaseModel):
+    """Barge-in: stop every utterance not yet done."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["cancel"]
 
 
 class ProtocolError(Exception):

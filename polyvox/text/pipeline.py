@@ -19,7 +19,8 @@ class TextPipeline:
                  normalize: bool = True, language: str = "en",
                  first_max_tokens: int | None = None) -> None:
         self.cleaner = TextCleaner()
-        self.normalizer = StreamingNormalizer(make_normalizer(language, enabled=normalize))
+        self.rules = make_normalizer(language, enabled=normalize)  # stateless (WordTracker)
+        self.normalizer = StreamingNormalizer(self.rules)
         self.splitter = ClauseSplitter(count_tokens, max_tokens, first_max_tokens)
 
     def feed(self, text: str) -> list[str]:

@@ -43,6 +43,14 @@ class Server:
         """GET /debug/state (servers started with --debug-state)."""
         return httpx.get(f"{self.url}/debug/state", headers=self.headers, timeout=30).json()
 
+    def metric(self, series: str) -> float:
+        """One series' value in /metrics (0 before it has a sample), e.g.
+        'polyvox_streams_total{endpoint="websocket",outcome="cancelled"}'."""
+        for line in httpx.get(f"{self.url}/metrics", timeout=30).text.splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[-1])
+        return 0.0
+
     def wait_idle(self, timeout: float = 15.0) -> dict:
         deadline = time.monotonic() + timeout
         state = self.state()

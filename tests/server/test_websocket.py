@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from typing import Any
 
+import numpy as np
 import pytest
 import websockets
 from server_harness import SAMPLE_RATE, Server
 
+MAX_ROUNDING_LSB = 2  # batch composition changes float rounding, never more (test_bad_input)
 FIRST = "Hello there, this is the first sentence. "
 # The engine's streaming normalizer holds back the last few words (a date or a name may
 # still be forming), so a clause is spoken once a few words past its end have arrived.
@@ -142,3 +145,202 @@ def test_bad_message_mid_utterance_aborts_its_generation(server: Server) -> None
 
     asyncio.run(session())
     server.wait_idle()
+
+
+# --- barge-in: cancel ------------------------------------------------------------------
+
+LONG = ("The first sentence of a long answer is spoken here. The second sentence goes on "
+        "for a while longer. A third sentence follows it, and a fourth one after that. ")
+
+
+async def _configure(socket: Any, **settings: Any) -> dict:
+    await _send(socket, type="configure", **settings)
+    configured = json.loads(await asyncio.wait_for(socket.recv(), 30))
+    assert configured["type"] == "configured", configured
+    return configured
+
+
+async def _recv_until_cancelled(socket: Any) -> tuple[dict, int]:
+    """Audio bytes received before the `cancelled` acknowledgement, and the ack."""
+    num_bytes = 0
+    while True:
+        message = await asyncio.wait_for(socket.recv(), 30)
+        if isinstance(message, bytes):
+            num_bytes += len(message)
+            continue
+        event = json.loads(message)
+        if event["type"] == "cancelled":
+            return event, num_bytes
+        assert event["type"] in ("audio.start", "clause.done", "words", "utterance.done"), event
+
+
+def _assert_engine_free(server: Server) -> None:
+    """At once (no waiting): the engine holds nothing for any request."""
+    state = server.state()
+    assert state["engine_requests"] == 0, state
+    assert state["kv_blocks_used"] == state["voice_blocks"], state
+    assert state["decoder_slots_used"] == 0, state
+    assert state["admission_running"] == 0, state
+    assert state["is_consistent"], state
+
+
+def test_cancel_stops_the_audio_and_frees_the_engine(server: Server) -> None:
+    async def session() -> None:
+        async with websockets.connect(server.ws_url) as socket:
+            await _configure(socket, seed=5)
+            await _send(socket, type="text", text=LONG * 3)
+            num_bytes = 0
+            while num_bytes < 4800:  # some audio of the first sentence, then barge in
+                message = await asyncio.wait_for(socket.recv(), 30)
+                num_bytes += len(message) if isinstance(message, bytes) else 0
+            await _send(socket, type="cancel")
+            ack, more = await _recv_until_cancelled(socket)
+            assert ack["utterances"] == [0]
+            assert ack["audio_samples"] * 2 == num_bytes + more  # pcm: exactly what was sent
+            assert ack["audio_seconds"] == pytest.approx(ack["audio_samples"] / SAMPLE_RATE,
+                                                         abs=1e-4)
+            _assert_engine_free(server)  # freed before the acknowledgement
+            with pytest.raises(TimeoutError):  # nothing of the utterance after the ack
+                await asyncio.wait_for(socket.recv(), 0.5)
+            # The session goes on: the next text is a new utterance.
+            await _send(socket, type="text", text="Something else now.")
+            await _send(socket, type="end")
+            events, num_bytes = await _recv_until(socket, "done")
+            assert events[0] == {"type": "audio.start", "utterance": 1,
+                                 "ttfa_ms": events[0]["ttfa_ms"]}
+            assert [e for e in events if e["type"] == "utterance.done"][0]["utterance"] == 1
+            assert num_bytes > 0
+
+    asyncio.run(session())
+    server.wait_idle()
+
+
+def test_cancel_drops_waiting_utterances_and_acknowledges_an_idle_session(server: Server
+                                                                           ) -> None:
+    async def session() -> None:
+        async with websockets.connect(server.ws_url) as socket:
+            await _configure(socket)
+            await _send(socket, type="cancel")  # nothing to cancel: still acknowledged
+            ack, _ = await _recv_until_cancelled(socket)
+            assert ack == {"type": "cancelled", "utterances": [], "audio_samples": 0,
+                           "audio_seconds": 0.0}
+            for text in (LONG, "A second utterance waits its turn.", "A third is open"):
+                await _send(socket, type="text", text=text)
+                if not text.endswith("open"):
+                    await _send(socket, type="flush")
+            await _send(socket, type="cancel")
+            ack, num_bytes = await _recv_until_cancelled(socket)
+            assert ack["utterances"] == [0, 1, 2]
+            assert ack["audio_samples"] * 2 == num_bytes
+            _assert_engine_free(server)
+            await _send(socket, type="text", text="Fine.")
+            await _send(socket, type="end")
+            events, _ = await _recv_until(socket, "done")
+            assert [e["utterance"] for e in events if e["type"] == "utterance.done"] == [3]
+
+    asyncio.run(session())
+    server.wait_idle()
+
+
+NUM_LOAD_STREAMS = 16
+LOAD_TEXTS = ["Stream {i} says its sentence.", "This is stream {i}, with a few words."]
+
+
+async def _load_stream(server: Server, index: int, cancel_after: int | None) -> bytes:
+    """One session of the load test: its utterance's audio; with `cancel_after`, cancelled
+    once that many audio frames have arrived."""
+    async with websockets.connect(server.ws_url) as socket:
+        await _configure(socket, seed=100 + index)
+        await _send(socket, type="text", text=LOAD_TEXTS[index % 2].format(i=index))
+        await _send(socket, type="flush")
+        audio, frames = bytearray(), 0
+        while True:
+            message = await asyncio.wait_for(socket.recv(), 120)
+            if isinstance(message, bytes):
+                audio += message
+                frames += 1
+                if cancel_after is not None and frames == cancel_after:
+                    await _send(socket, type="cancel")
+                    ack, more = await _recv_until_cancelled(socket)
+                    assert ack["utterances"] == [0]
+                    assert ack["audio_samples"] * 2 == len(audio) + more
+                    break
+                continue
+            if json.loads(message)["type"] == "utterance.done":
+                assert cancel_after is None or frames < cancel_after
+                break
+        await _send(socket, type="end")
+        await _recv_until(socket, "done")
+        return bytes(audio)
+
+
+def test_cancel_under_load_leaks_nothing_and_disturbs_no_other_stream(server: Server) -> None:
+    rng = random.Random(7)
+    cancels = {i: rng.randint(1, 4) for i in rng.sample(range(NUM_LOAD_STREAMS), 8)}
+
+    async def run(with_cancels: bool) -> list[bytes]:
+        return await asyncio.gather(*(
+            _load_stream(server, i, cancels.get(i) if with_cancels else None)
+            for i in range(NUM_LOAD_STREAMS)))
+
+    interrupted = asyncio.run(run(with_cancels=True))
+    state = server.wait_idle()
+    assert state["is_consistent"] and state["engine_requests"] == 0
+    assert state["kv_blocks_used"] == state["voice_blocks"] and state["decoder_slots_used"] == 0
+    whole = asyncio.run(run(with_cancels=False))
+    server.wait_idle()
+    for i in range(NUM_LOAD_STREAMS):
+        got, want = _pcm(interrupted[i]), _pcm(whole[i])
+        if i in cancels:  # what was sent before the cancel is the start of the audio
+            assert 0 < len(got) < len(want)
+            want = want[: len(got)]
+        assert len(got) == len(want), i
+        assert np.abs(got - want).max() <= MAX_ROUNDING_LSB, i
+
+
+def _pcm(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype="<i2").astype(np.int32)
+
+
+# --- word timings ------------------------------------------------------------------------
+
+WORDS_TEXT = ("Dr. Patel sees you on March 14th at 3:45 PM, in room 12B. It costs $1,249.50 "
+              "- or less! Call 555-123-4567 today.")
+
+
+async def _words_session(server: Server, text: str, piece_size: int, **settings: Any
+                         ) -> tuple[list[dict], float]:
+    """The `words` of one utterance sent in pieces, and its audio_seconds."""
+    async with websockets.connect(server.ws_url) as socket:
+        await _configure(socket, word_timings=True, **settings)
+        for start in range(0, len(text), piece_size):
+            await _send(socket, type="text", text=text[start: start + piece_size])
+        await _send(socket, type="end")
+        events, _ = await _recv_until(socket, "done", timeout=120)
+    kinds = [e["type"] for e in events]
+    assert "error" not in kinds, events
+    words = [w for e in events if e["type"] == "words" for w in e["words"]]
+    done = [e for e in events if e["type"] == "utterance.done"][0]
+    # Each clause's words come before its clause.done.
+    for event in (e for e in events if e["type"] == "words" and e["clause"] is not None):
+        assert kinds.index("clause.done", events.index(event)) > events.index(event)
+    return words, done["audio_seconds"]
+
+
+def _assert_word_timings(words: list[dict], text: str, audio_seconds: float) -> None:
+    assert [w["word"] for w in words] == text.split()  # the client's words, each once
+    assert [w["index"] for w in words] == list(range(len(text.split())))
+    starts = [w["start"] for w in words]
+    assert starts == sorted(starts) and starts[0] >= 0
+    assert all(w["end"] >= w["start"] for w in words)
+    assert all(a["end"] <= b["start"] + 1e-4 for a, b in zip(words, words[1:]))
+    assert abs(words[-1]["end"] - audio_seconds) < 0.1
+
+
+@pytest.mark.parametrize("piece_size", [1, 7, 1000])
+def test_word_timings_cover_the_client_words_in_order(server: Server, piece_size: int) -> None:
+    words, seconds = asyncio.run(_words_session(server, WORDS_TEXT, piece_size, seed=2))
+    _assert_word_timings(words, WORDS_TEXT, seconds)
+    by_word = {w["word"]: w for w in words}
+    assert by_word["$1,249.50"]["end"] - by_word["$1,249.50"]["start"] > \
+        by_word["It"]["end"] - by_word["It"]["start"]  # "one thousand two hundred ..."

@@ -25,7 +25,11 @@ class ClauseLatents:
     relative: onnxruntime rounds a shorter flow call slightly differently).
     """
 
-    def __init__(self, front: PiperFront, sentences: list[Stage1Output], latent_dim: int) -> None:
+    def __init__(self, front: PiperFront, sentences: list[Stage1Output], latent_dim: int,
+                 word_frames: tuple[tuple[int, int], ...] | None = None) -> None:
+        # For each whitespace-separated word of the clause's text, the frames [start, end)
+        # it is spoken in, from the clause's first frame (None: not known).
+        self.word_frames = word_frames
         self.total_frames = sum(sentence.num_frames for sentence in sentences)
         self.frames_given = 0
         self.latent_dim = latent_dim

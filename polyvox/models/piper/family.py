@@ -22,6 +22,8 @@ from polyvox.models.piper.clause_latents import ClauseLatents
 from polyvox.models.piper.front import Sentence, Stage1Output, make_generator
 from polyvox.models.piper.hifigan import HiFiGan
 from polyvox.models.piper.model import PiperModel
+from polyvox.models.piper.phonemes import PhonemeWord
+from polyvox.models.piper.word_timing import clause_word_frames
 from polyvox.text.clauses import split_text
 
 HISTORY = 10  # frames of z before a chunk (less breaks audibly; see docs/piper.md)
@@ -98,6 +100,9 @@ class PiperFamily:
             raise ValueError("text is empty")
         return ClausePlan(torch.zeros(0, dtype=torch.long), 0, 0)
 
+    def _phonemes(self, word: str) -> str:
+        return "".join("".join(sentence) for sentence in self.model.phonemizer.phonemize(word))
+
     # --- stages ------------------------------------------------------------------------
 
     @torch.no_grad()
@@ -128,18 +133,23 @@ class PiperFamily:
         concatenate to `clause_latents`' result (~1e-6 relative), and the generators end
         as `clause_latents_batch` leaves them.
         """
-        sentences, owners = [], []
+        sentences, owners, words = [], [], []
         for clause, (text, request_params, generator) in enumerate(
                 zip(texts, params, generators, strict=True)):
             scales = self.model.scales(request_params.speed, request_params.noise)
-            for ids in self.model.sentence_ids(text):
+            for ids, sentence_words in self.model.phonemizer.text_to_ids_and_words(text):
                 sentences.append(Sentence(ids, scales, generator))
                 owners.append(clause)
+                words.append(sentence_words)
         per_clause: list[list[Stage1Output]] = [[] for _ in texts]
-        for clause, output in zip(owners, self.model.front.run_stage1(sentences)):
+        timed: list[list[tuple[list[PhonemeWord], torch.Tensor]]] = [[] for _ in texts]
+        for clause, output, sentence_words in zip(owners, self.model.front.run_stage1(sentences),
+                                                  words):
             per_clause[clause].append(output)
-        return [ClauseLatents(self.model.front, outputs, self.latent_dim)
-                for outputs in per_clause]
+            timed[clause].append((sentence_words, output.durations))
+        return [ClauseLatents(self.model.front, outputs, self.latent_dim,
+                              clause_word_frames(text, sentences_of, self._phonemes))
+                for text, outputs, sentences_of in zip(texts, per_clause, timed)]
 
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"history": (self.latent_dim, HISTORY)}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import unicodedata
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from polyvox.models.piper.voice_files import INSTALL_HINT, PiperVoiceConfig
 
@@ -100,3 +100,41 @@ class Phonemizer:
     def text_to_ids(self, text: str) -> list[list[int]]:
         """Text -> one phoneme-id sequence per sentence."""
         return [self.phonemes_to_ids(sentence) for sentence in self.phonemize(text)]
+
+    def text_to_ids_and_words(self, text: str) -> list[tuple[list[int], list[PhonemeWord]]]:
+        """Text -> per sentence, its phoneme ids (as `text_to_ids`) and its words as
+        espeak-ng spoke them: runs of phonemes between spaces."""
+        return [(self.phonemes_to_ids(sentence), self.phoneme_words(sentence))
+                for sentence in self.phonemize(text)]
+
+    def phoneme_words(self, phonemes: Iterable[str]) -> list[PhonemeWord]:
+        """The words of one sentence's phonemes, with the ids each covers in
+        `phonemes_to_ids(phonemes)`: a phoneme's ids and the PAD after them."""
+        id_map = self.config.phoneme_id_map
+        words: list[PhonemeWord] = []
+        position = len(id_map[BOS]) + len(id_map[PAD])
+        start, text = position, ""
+        for phoneme in phonemes:
+            phoneme_ids = id_map.get(phoneme)
+            if phoneme_ids is None:
+                continue  # dropped, as phonemes_to_ids drops it
+            if phoneme == " ":
+                if text:
+                    words.append(PhonemeWord(text, start, position))
+                text = ""
+            elif not text:
+                start = position
+            if phoneme != " ":
+                text += phoneme
+            position += len(phoneme_ids) + len(id_map[PAD])
+        if text:
+            words.append(PhonemeWord(text, start, position))
+        return words
+
+
+class PhonemeWord(NamedTuple):
+    """A word as espeak-ng spoke it: its phonemes and the ids [start, end) it covers."""
+
+    phonemes: str
+    start: int
+    end: int
