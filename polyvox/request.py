@@ -67,6 +67,9 @@ class Request:
     voice: Any  # the engine's registered voice entry
     params: Any  # the family's GenerationParams
     arrival: float = field(default_factory=time.monotonic)
+    # streams running when it arrived with all its text (the load model's TTFA; None for
+    # streamed text, whose first audio waits on its writer too)
+    streams_ahead: int | None = None
     status: Status = Status.WAITING
     # --- text ---
     pending_clauses: deque[str] = field(default_factory=deque)

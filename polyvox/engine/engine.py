@@ -21,6 +21,7 @@ from polyvox.engine.allocator import keep_freed_memory
 from polyvox.engine.decoder_pool import DecoderSlotPool
 from polyvox.engine.graphs import DecodeGraphs, StepGraphs
 from polyvox.engine.kv_cache import BlockManager, BlockTable, PagedKVCache
+from polyvox.engine.load import LoadModel
 from polyvox.engine.runner import DecodeItem, HostRow, Runner, StepItem, StepResult
 from polyvox.engine.scheduler import Scheduler
 from polyvox.models.base import ModelFamily
@@ -30,7 +31,6 @@ from polyvox.text.pipeline import TextPipeline
 from polyvox.text.sanitize import clean_text
 
 MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored on a clause's first frames (pocket-tts' rule)
-BEHIND_SECONDS = 0.1  # a listener this far short of real time has heard an underrun
 
 
 class EngineError(RuntimeError):
@@ -92,7 +92,9 @@ class Engine:
         self.voices: dict[str, Voice] = {}
         self._ids = itertools.count()
         self._endings: list[AudioChunk] = []
-        self.num_behind = 0  # listeners short of real time after the last step
+        self.num_behind = 0  # listeners whose audio ran out (slack < 0) after the last step
+        self.load = LoadModel()  # what the engine sustains, learned from its steps
+        self._samples_made = 0  # audio samples delivered in the current step
         # The overlapped loop: the AR step whose EOS logits are not read yet, and chunks
         # (audio or clause marks) decided but not yet delivered, in order.
         self._in_flight: InFlightStep | None = None
@@ -174,6 +176,8 @@ class Engine:
                 request.pending_clauses.extend(request.splitter.flush())
         if text_complete and not request.pending_clauses:
             raise EngineError("the text is empty: give at least one word to speak")
+        if text_complete:
+            request.streams_ahead = len(self.scheduler.running) + len(self.scheduler.waiting)
         self.requests[request_id] = request
         self.scheduler.waiting.append(request)
         return request
@@ -232,6 +236,8 @@ class Engine:
         AR step's results are read back one engine step later (see `_resolve`) and each
         chunk is delivered one engine step after its decoder call was queued."""
         began = time.perf_counter()
+        num_streams = sum(1 for r in self.scheduler.running if r.has_work)
+        self._samples_made = 0
         plan = self.scheduler.plan()
         costs = self.scheduler.costs
         started = time.perf_counter()
@@ -300,6 +306,9 @@ class Engine:
             costs.observe("engine_step", time.perf_counter() - began, 1)
         endings = self._collect_endings()
         self._count_behind()
+        self.load.observe_step(time.perf_counter() - began,
+                               self._samples_made / self.family.audio.sample_rate,
+                               num_streams, self.num_behind)
         return outputs + endings
 
     @property
@@ -337,13 +346,13 @@ class Engine:
                 current.void.add(later)
 
     def _count_behind(self) -> None:
-        """How many listeners with audio still to come are more than BEHIND_SECONDS short
-        of real time (read by admission control, from any thread)."""
+        """How many listeners with audio still to come are behind: their audio has run out
+        (slack < 0), so a player that started at the first chunk has stalled. Read by
+        admission control (from any thread) and by the load model."""
         now, rate = _now(), self.family.audio.sample_rate
         self.num_behind = sum(
             1 for r in self.scheduler.running
-            if r.first_audio_time is not None and r.has_work
-            and r.slack(now, rate) < -BEHIND_SECONDS)
+            if r.first_audio_time is not None and r.has_work and r.slack(now, rate) < 0)
 
     def _advance(self, request: Request, latent: torch.Tensor, eos_logit: float) -> None:
         """Apply one step's result: keep the frame, or end the clause (pocket-tts' rule:
@@ -418,7 +427,11 @@ class Engine:
                            ends_clause=pending.ends_clause, word_frames=pending.word_frames)
         if request.first_audio_time is None and samples.numel():
             request.first_audio_time = chunk.created
+            if request.streams_ahead is not None:
+                self.load.observe_first_audio(request.streams_ahead,
+                                              chunk.created - request.arrival)
         request.num_samples += samples.numel()
+        self._samples_made += samples.numel()
         return chunk
 
     def _clause_marks(self) -> list[PendingChunk]:

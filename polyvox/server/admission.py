@@ -1,20 +1,23 @@
 """Admission control: who may generate now, who waits, who is told to come back later.
 
-NOTE (the rule): at most `limit` streams generate at once. A request that finds a free
-turn, nobody waiting and the engine keeping up starts at once. Otherwise it waits in a
-FIFO queue, so queued requests start in arrival order, unless
+NOTE (the rule): at most `current_limit` streams generate at once: the fewest of
+`max_running`, the streams the engine is predicted to sustain in real time (`capacity`,
+the engine's load model: polyvox/engine/load.py) and a reactive limit. A request that
+finds a free turn, nobody waiting and no listener behind starts at once. Otherwise it
+waits in a FIFO queue, so queued requests start in arrival order, unless
   - the queue already holds `max_queued` requests, or
   - its estimated wait exceeds `max_wait_seconds`: position / limit x the mean time a
     stream holds its turn (an exponential average over finished streams),
-in which case it is refused with 429 and a Retry-After. Before the model is loaded and
-while shutting down every request is refused with 503. A refused or queued request holds
-nothing in the engine: the engine sees a request only once it has its turn.
+in which case it is refused at once with 429 and a Retry-After. Before the model is
+loaded and while shutting down every request is refused with 503. A refused or queued
+request holds nothing in the engine: the engine sees a request only once it has its turn.
 
-The limit adapts to what the machine sustains: `pressure()` (from the engine) says whether
-admitted listeners are falling behind real time. While it does, a stream that finishes is
-not replaced (the limit drops to what still runs); while it does not, each finished stream
-raises the limit by one, up to `max_running`. So a burst beyond capacity queues (and is
-refused once the wait grows too long) instead of stalling every listener.
+The prediction keeps listeners from falling behind; the reactive limit is the safety net
+for when it was wrong: `pressure()` (from the engine) says whether admitted listeners are
+behind real time. While it does, nobody is let in and a stream that finishes is not
+replaced (the reactive limit drops to what still runs); while it does not, each finished
+stream raises the reactive limit by one, up to `max_running`. Queued requests are let in
+as turns free up and as the prediction grows (`let_in`, also called periodically).
 """
 
 from __future__ import annotations
@@ -51,8 +54,9 @@ class Admission:
     def __init__(self, max_running: int, max_queued: int, max_wait_seconds: float) -> None:
         self.max_running, self.max_queued = max_running, max_queued
         self.max_wait_seconds = max_wait_seconds
-        self.limit = max_running  # adapts between 1 and max_running (see the module doc)
+        self.limit = max_running  # reactive: between 1 and max_running (see the module doc)
         self.pressure: Callable[[], bool] | None = None  # listeners falling behind?
+        self.capacity: Callable[[], int] | None = None  # streams the engine sustains
         self.num_running = 0
         self.mean_service_seconds: float | None = None  # None until a stream finished
         self.is_ready = False
@@ -62,11 +66,24 @@ class Admission:
     def num_queued(self) -> int:
         return len(self._queue)
 
+    @property
+    def current_limit(self) -> int:
+        """Streams that may generate at once now (see the module doc)."""
+        predicted = self.max_running if self.capacity is None else self.capacity()
+        return max(1, min(self.limit, predicted))
+
+    @property
+    def headroom(self) -> int:
+        """Streams that could be admitted right now without waiting."""
+        if not self.is_ready or self._is_pressed():
+            return 0
+        return max(0, self.current_limit - self.num_running - len(self._queue))
+
     def estimated_wait(self, position: int) -> float:
         """Seconds until the `position`-th queued request (1 = next) gets its turn."""
         if self.mean_service_seconds is None:
             return 0.0
-        return position / self.limit * self.mean_service_seconds
+        return position / self.current_limit * self.mean_service_seconds
 
     def retry_after(self) -> int:
         """Seconds until a request would likely be let in: until a turn frees up, or until
@@ -127,7 +144,8 @@ class Admission:
         return self.pressure is not None and self.num_running > 0 and self.pressure()
 
     def _has_room(self) -> bool:
-        return self.num_running < self.limit and not self._queue and not self._is_pressed()
+        return (self.num_running < self.current_limit and not self._queue
+                and not self._is_pressed())
 
     def _adapt(self) -> None:
         """At a release: hold the limit at what still runs while listeners fall behind,
@@ -140,7 +158,12 @@ class Admission:
     def _give_back(self) -> None:
         """A turn ends: the oldest waiters get turns while there is room."""
         self.num_running -= 1
-        while self._queue and self.num_running < self.limit and not self._is_pressed():
+        self.let_in()
+
+    def let_in(self) -> None:
+        """Give the oldest waiters turns while there is room (at a release, and
+        periodically: the predicted capacity grows as the engine learns)."""
+        while self._queue and self.num_running < self.current_limit and not self._is_pressed():
             turn = self._queue.popleft()
             if not turn.done():
                 self.num_running += 1

@@ -18,14 +18,16 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from polyvox.engine.calibrate import calibrate
 from polyvox.engine.threads import single_threaded_openmp
-from polyvox.server import page, speech, voices, websocket
+from polyvox.server import load_file, page, speech, voices, websocket
 from polyvox.server.auth import require_api_key
 from polyvox.server.catalog import OPENAI_MODELS
 from polyvox.server.config import ServerConfig
@@ -33,9 +35,11 @@ from polyvox.server.errors import APIError, install_error_handlers
 from polyvox.server.metrics import engine_state
 from polyvox.server.state import ServerState
 from polyvox.server.voice_store import VoiceStore
-from polyvox.serving import Served, load_served
+from polyvox.serving import DEFAULT_VOICE, Served, load_served
 
 log = logging.getLogger(__name__)
+ADMIT_EVERY_SECONDS = 0.1  # queued requests are let in at least this often
+SAVE_LOAD_EVERY_TICKS = 300  # the load model is saved every 30 s
 
 
 def create_app(config: ServerConfig, on_ready: Callable[[Served], None] | None = None,
@@ -47,14 +51,18 @@ def create_app(config: ServerConfig, on_ready: Callable[[Served], None] | None =
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loading = asyncio.create_task(_load(state, on_ready, on_fatal))
+        admitting = asyncio.create_task(_admit_periodically(state))
         try:
             yield
         finally:
             state.admission.is_ready = False
-            loading.cancel()
-            await asyncio.gather(loading, return_exceptions=True)
+            for task in (loading, admitting):
+                task.cancel()
+            await asyncio.gather(loading, admitting, return_exceptions=True)
             if state.loaded is not None:
                 await asyncio.to_thread(state.loaded.stop)
+                if state.admission.capacity is not None and state.load_path is not None:
+                    load_file.save(state.loaded.engine.load, state.load_path)
 
     # NOTE: no /docs or /openapi.json: they would be open without the key; see docs/.
     app = FastAPI(title="polyvox", lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -73,13 +81,13 @@ async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
                 on_fatal: Callable[[str], None] | None) -> None:
     config = state.config
     try:
-        served = await asyncio.to_thread(
-            _load_served, config.model, weights=config.weights, tokenizer=config.tokenizer,
-            config=config.engine, device=config.device, seed=config.seed,
-            precision=config.precision)
+        state.load_path = load_file.load_file(config)
+        served = await asyncio.to_thread(_load_served, config, state.load_path)
         served.start()
         state.loaded = served
         state.admission.pressure = lambda: served.engine.num_behind > 0
+        if config.calibrate_seconds > 0:  # else: admission by the reactive limit alone
+            state.admission.capacity = lambda: served.engine.load.capacity()
         state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,
                                   config.min_voice_seconds)
         await state.voices.load()
@@ -95,10 +103,38 @@ async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
         on_ready(served)
 
 
-def _load_served(*args: Any, **kwargs: Any) -> Served:
-    """load_served on a helper thread, which then gives up its OpenMP workers: they would
-    slow the engine thread's parallel regions (polyvox/engine/threads.py)."""
-    served = load_served(*args, **kwargs)
+async def _admit_periodically(state: ServerState) -> None:
+    """Let queued requests in as the predicted capacity grows (not only when a stream
+    ends), and save what the load model learned now and then (a killed server keeps it)."""
+    ticks = 0
+    while True:
+        await asyncio.sleep(ADMIT_EVERY_SECONDS)
+        state.admission.let_in()
+        ticks += 1
+        if (state.admission.capacity is not None and state.loaded is not None
+                and state.load_path is not None and ticks % SAVE_LOAD_EVERY_TICKS == 0):
+            await asyncio.to_thread(load_file.save, state.loaded.engine.load,
+                                    state.load_path)
+
+
+def _load_served(config: ServerConfig, load_path: Path) -> Served:
+    """The model, with what admission needs to know about it (the load model saved by an
+    earlier start, else a short calibration), on a helper thread, which then gives up its
+    OpenMP workers: they would slow the engine thread's parallel regions
+    (polyvox/engine/threads.py)."""
+    served = load_served(config.model, weights=config.weights, tokenizer=config.tokenizer,
+                         config=config.engine, device=config.device, seed=config.seed,
+                         precision=config.precision)
+    if config.calibrate_seconds > 0:
+        load_file.restore(served.engine.load, load_path)
+    if config.calibrate_seconds > 0 and not served.engine.load.is_fitted:
+        log.warning("calibrating admission: up to %g s of synthetic load to learn what the "
+                    "engine sustains (once: saved in %s)", config.calibrate_seconds,
+                    load_path)
+        capacity = calibrate(served.engine, DEFAULT_VOICE, served.params, config.max_streams,
+                             config.calibrate_seconds)
+        log.info("calibrated: the engine is predicted to sustain %d streams", capacity)
+        load_file.save(served.engine.load, load_path)
     single_threaded_openmp()
     return served
 
@@ -115,8 +151,12 @@ def _service_router(config: ServerConfig) -> APIRouter:
     async def ready(request: Request) -> JSONResponse:
         state: ServerState = request.app.state.polyvox
         served = state.served  # 503 with Retry-After until ready
+        admission = state.admission
         return JSONResponse({"status": "ready", "model": served.name,
-                             "sample_rate": served.sample_rate})
+                             "sample_rate": served.sample_rate,
+                             "streams": admission.num_running, "queued": admission.num_queued,
+                             "limit": admission.current_limit,
+                             "headroom": admission.headroom})
 
     @router.get("/v1/models", dependencies=protected)
     async def list_models(request: Request) -> dict[str, Any]:
@@ -147,8 +187,11 @@ def _service_router(config: ServerConfig) -> APIRouter:
             state: ServerState = request.app.state.polyvox
             engine = state.served.engine
             snapshot = await state.served.runtime.call(lambda: engine_state(engine))
-            return {**snapshot, "admission_running": state.admission.num_running,
-                    "admission_queued": state.admission.num_queued}
+            admission = state.admission
+            return {**snapshot, "admission_running": admission.num_running,
+                    "admission_queued": admission.num_queued,
+                    "admission_limit": admission.current_limit,
+                    "admission_headroom": admission.headroom}
 
     return router
 

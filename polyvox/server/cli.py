@@ -53,8 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="streams generating at once (default: --max-running)")
     limits.add_argument("--max-queued", type=int, default=64,
                         help="requests waiting for a turn; more get 429")
-    limits.add_argument("--max-wait", type=float, default=10.0,
+    limits.add_argument("--max-wait", type=float, default=2.0,
                         help="seconds: a request whose estimated wait is longer gets 429")
+    limits.add_argument("--calibrate-seconds", type=float, default=15.0,
+                        help="seconds of synthetic load at a first start to learn what the "
+                        "engine sustains, for admission (skipped when --data-dir holds an "
+                        "earlier start's; 0: no prediction, the reactive limit alone)")
     limits.add_argument("--max-input-chars", type=int, default=4096)
     limits.add_argument("--max-voice-mb", type=float, default=10.0)
     limits.add_argument("--max-voice-seconds", type=float, default=30.0)
@@ -83,7 +87,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         model=args.model, engine=engine, weights=args.weights, tokenizer=args.tokenizer,
         device=args.device, precision=args.precision, seed=args.seed, data_dir=args.data_dir, api_key=args.api_key,
         max_streams=args.max_streams or args.max_running, max_queued=args.max_queued,
-        max_wait_seconds=args.max_wait, max_input_chars=args.max_input_chars,
+        max_wait_seconds=args.max_wait, calibrate_seconds=args.calibrate_seconds,
+        max_input_chars=args.max_input_chars,
         max_voice_bytes=int(args.max_voice_mb * MiB), max_voice_seconds=args.max_voice_seconds,
         ws_idle_seconds=args.ws_idle_seconds, debug_state=args.debug_state)
 

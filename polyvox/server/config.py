@@ -31,7 +31,11 @@ class ServerConfig:
     # --- admission ---
     max_streams: int = 64
     max_queued: int = 64
-    max_wait_seconds: float = 10.0
+    max_wait_seconds: float = 2.0
+    # seconds of synthetic load at a first start to learn what the engine sustains (an
+    # earlier start's load model in data_dir skips it); 0: no prediction, admission by the
+    # reactive limit alone
+    calibrate_seconds: float = 15.0
     # --- input limits ---
     max_input_chars: int = 4096  # one speech request (OpenAI's limit)
     max_stream_chars: int = 100_000  # one WebSocket utterance
@@ -49,6 +53,8 @@ class ServerConfig:
                 raise ValueError(f"{name} must be >= 1")
         if self.max_queued < 0:
             raise ValueError("max_queued must be >= 0")
+        if self.calibrate_seconds < 0:
+            raise ValueError("calibrate_seconds must be >= 0")
         if self.max_wait_seconds <= 0 or self.ws_idle_seconds <= 0:
             raise ValueError("max_wait_seconds and ws_idle_seconds must be > 0")
         if not 0 < self.min_voice_seconds <= self.max_voice_seconds:

@@ -42,6 +42,13 @@ class Metrics:
         queued = Gauge("polyvox_queued_requests", "Requests waiting for a turn",
                        registry=registry)
         queued.set_function(lambda: admission.num_queued)
+        limit = Gauge("polyvox_admission_limit_streams", "Streams admission lets generate at "
+                      "once now: predicted capacity, reactive limit and --max-streams",
+                      registry=registry)
+        limit.set_function(lambda: admission.current_limit)
+        headroom = Gauge("polyvox_admission_headroom_streams", "Streams that could be "
+                         "admitted now without waiting", registry=registry)
+        headroom.set_function(lambda: admission.headroom)
         self.engine = {
             name: Gauge(f"polyvox_{name}", help_text, registry=registry)
             for name, help_text in (

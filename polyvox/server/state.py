@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ class ServerState:
         self.loaded: Served | None = None
         self.voices: VoiceStore | None = None  # once the model is loaded
         self.load_error: str | None = None
+        self.load_path: Path | None = None  # the engine's saved load model (load_file.py)
 
     @property
     def served(self) -> Served:

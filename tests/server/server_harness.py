@@ -88,7 +88,8 @@ def start_server(directory: Path, *args: str, data_dir: Path | None = None,
     if api_key_env is not None:
         env["POLYVOX_API_KEY"] = api_key_env
     command = [sys.executable, "-m", "polyvox.server", "--model", MODEL, "--port", str(port),
-               "--data-dir", str(data_dir), "--log-level", "warning", *args]
+               "--data-dir", str(data_dir), "--log-level", "warning",
+               "--calibrate-seconds", "0", *args]  # NOTE: admission tests set their own
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     server = Server(f"http://127.0.0.1:{port}", process, log_path, data_dir, api_key_env,

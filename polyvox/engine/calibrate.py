@@ -1,0 +1,93 @@
+"""A few seconds of synthetic load at start, so admission knows what the engine sustains
+before the first caller arrives (a cold load model would let a burst in a stream at a
+time while it learned, or, trusting nothing, let everyone in and stall them).
+
+Levels of 1, 2, 4, ... concurrent requests of a fixed paragraph run through the real
+engine (its steps feed the load model as served requests' do) until the model predicts
+the engine is full, the level reaches `max_streams`, or the time is up. Listeners are
+simulated by the engine's own clock: a level whose streams fell behind real time does
+not count as kept up. Every request is aborted at the end of its level: nothing stays
+allocated (the engine's integrity check runs after).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+from polyvox.engine.engine import Engine
+from polyvox.engine.load import LoadModel
+
+WARM_UP_SECONDS = 0.3
+LEVEL_SECONDS = 3.0  # of steady load per level, after every stream's first audio
+
+# Long enough that no request of a level ends before the level does.
+PARAGRAPH = ("Thank you for calling. Your order shipped this morning and should arrive on "
+             "Thursday, between nine and five. If you need to change the address, I can do "
+             "that for you now, or you can reply to the email we sent with the tracking "
+             "number. Is there anything else I can help you with today?")
+
+
+def calibrate(engine: Engine, voice: str, make_params: Any, max_streams: int,
+              seconds: float) -> int:
+    """Run levels on `engine` (idle, not yet serving) for about `seconds` of wall time at
+    most; returns the capacity the load model then predicts.
+
+    Levels double (1, 2, 4, ...) until one falls behind (a listener's buffer runs out) or the model predicts the next would not fit; then
+    they bisect between the most that kept up and the fewest that fell behind.
+    """
+    # NOTE: a stage's first calls are slow (kernels chosen, buffers allocated): a short
+    # first run warms them, and the model forgets it.
+    _run_level(engine, voice, make_params, 1, 0.0, time.perf_counter() + WARM_UP_SECONDS)
+    engine.load = load = LoadModel()
+    deadline = time.perf_counter() + seconds
+    kept_up, fell_behind = 0, max_streams + 1
+    level = 1
+    while kept_up < level < fell_behind and time.perf_counter() < deadline:
+        if _run_level(engine, voice, make_params, level, LEVEL_SECONDS, deadline):
+            fell_behind = level
+        else:
+            kept_up = level
+        is_full = load.is_fitted and load.demand(kept_up + 1) * (1 + load.margin) > 1
+        if fell_behind > max_streams and not is_full:
+            level = min(2 * level, max_streams)
+        else:
+            level = (kept_up + min(fell_behind, max_streams + 1)) // 2
+    if not engine.is_idle() or not engine.check_integrity():
+        raise RuntimeError("calibration left the engine holding work: a bug, please report")
+    return load.capacity()
+
+
+def _run_level(engine: Engine, voice: str, make_params: Any, num_streams: int,
+               seconds: float, deadline: float) -> bool:
+    """`num_streams` callers back to back (a finished request is replaced at once, as the
+    benchmark's closed loop does); the load model learns from the steps once every first
+    request has its first audio, for `seconds` or until `deadline`. True when a listener
+    fell behind meanwhile."""
+    seeds = itertools.count()
+    requests = [engine.add_request(PARAGRAPH, voice, make_params(seed=next(seeds)))
+                for _ in range(num_streams)]
+    load = engine.load
+    load.is_learning = False
+    fell_behind = False
+    try:
+        until = deadline
+        while time.perf_counter() < until:
+            engine.step()
+            fell_behind = fell_behind or (load.is_learning and engine.num_behind > 0)
+            for index, request in enumerate(requests):
+                if request.status.is_done:
+                    requests[index] = engine.add_request(PARAGRAPH, voice,
+                                                         make_params(seed=next(seeds)))
+            if not load.is_learning and all(r.first_audio_time is not None for r in requests):
+                load.is_learning = True
+                until = min(deadline, time.perf_counter() + seconds)
+    finally:
+        load.is_learning = False
+        for request in requests:
+            engine.abort(request.request_id)
+        while engine.has_work():  # let the aborts take effect (they end between steps)
+            engine.step()
+        load.is_learning = True
+    return fell_behind

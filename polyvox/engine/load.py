@@ -1,0 +1,234 @@
+"""What the engine can sustain: a cost model learned from its own steps, for admission.
+
+Every stream a listener plays needs one second of audio per second of wall time. Making
+audio costs engine time, part shared by the streams of a step (the fixed cost of a call:
+an AR step, a decoder call, a prefill call) and part per stream. So N streams playing in
+real time keep the engine busy
+
+    demand(N) = fixed + per_stream * N      engine seconds per wall second
+
+and the engine sustains N while demand(N) stays under 1 with a margin. Both terms are
+fitted (least squares, older windows fading) from windows of consecutive steps: a window
+that spent `busy` seconds making `audio` seconds of audio with `N` streams sharing its
+steps on average fits busy = fixed * audio / N + per_stream * audio. The margin is the
+measured spread of those windows around the fit (a step slower than predicted eats into
+the listeners' buffers), never under `MIN_MARGIN`.
+
+Time is not all: a step that serves many streams at once (Piper starts whole clauses) can
+leave a fresh listener's thin buffer dry while the engine still has time to spare. So the
+model also remembers the fewest streams it saw a listener fall behind with, and predicts
+fewer (until `FORGET_WINDOWS` windows later). Before there is enough to fit, and beyond
+what has been seen, it is cautious: no more than one stream over the most it has seen the
+engine keep up with (`EXPLORE_SHARE` more once the fit is good). A server calibrates it
+at its first start (polyvox/engine/calibrate.py). A fitted model can be saved and
+loaded (`state()` / `restore()`), so a restarted server starts from what it learned.
+
+Nothing here reads a clock: the engine passes measured durations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MIN_MARGIN = 0.15  # of the engine's time, always kept free
+MIN_WINDOW_AUDIO_SECONDS = 2.0  # a window closes once its steps made this much audio
+MIN_WINDOW_BUSY_SECONDS = 1.0  # ... and were busy this long (many steps, not one)
+FADING = 0.97  # weight of the past at each new window (~30 windows remembered)
+MIN_WINDOWS = 4  # windows needed before the fit is used
+EXPLORE_SHARE = 0.5  # beyond the most streams seen keeping up, predict at most this more
+# A new stream's first audio within this many times an idle engine's, or within
+# MIN_TTFA_TARGET_SECONDS where that is longer: nobody hears 50 ms become 100 ms.
+TTFA_FACTOR = 2.0
+MIN_TTFA_TARGET_SECONDS = 0.25
+FORGET_WINDOWS = 100  # a fall behind caps the prediction until this many windows kept up
+SPREAD_SIGMAS = 2.0  # margin = this many standard deviations of the relative error
+COLD_MARGIN = 0.25  # before there are MIN_WINDOWS windows
+
+
+@dataclass
+class _Window:
+    busy: float = 0.0  # engine seconds spent in steps
+    audio: float = 0.0  # audio seconds they made
+    stream_seconds: float = 0.0  # sum over steps of (streams sharing it x its seconds)
+    behind: bool = False  # a listener fell behind during the window
+
+    @property
+    def mean_streams(self) -> float:
+        return self.stream_seconds / self.busy if self.busy > 0 else 0.0
+
+
+class LoadModel:
+    """demand(N) = fixed + per_stream * N, fitted from the engine's steps."""
+
+    def __init__(self) -> None:
+        # Faded sums of the normal equations of busy = fixed * audio / N + per_stream *
+        # audio, each window divided by its busy time (so the residuals are relative
+        # errors): features x = (audio / N / busy, audio / busy), target 1.
+        self._sxx = [[0.0, 0.0], [0.0, 0.0]]
+        self._sxy = [0.0, 0.0]
+        self._num_windows = 0.0  # faded count (= the sum of the targets' squares)
+        self.fixed = 0.0  # engine seconds per wall second, whatever the streams
+        self.per_stream = 0.0  # engine seconds per wall second per stream playing
+        self.most_kept_up = 0  # most streams seen sharing steps while nobody was behind
+        # fewest streams seen sharing steps while a listener fell behind (None: never, or
+        # forgotten FORGET_WINDOWS windows later: a one-off hiccup must not cap for ever)
+        self.fewest_behind: int | None = None
+        self._windows_since_behind = 0
+        # Faded sums for TTFA = idle + per_stream_ahead * (streams already running): count,
+        # sum x, sum x^2, sum y, sum xy (one sample per request's first audio).
+        self._ttfa = [0.0] * 5
+        self.is_learning = True  # observe_step learns (calibration pauses it at times)
+        self._window = _Window()
+
+    # --- learning -------------------------------------------------------------------------
+
+    def observe_step(self, seconds: float, audio_seconds: float, num_streams: int,
+                     num_behind: int) -> None:
+        """One engine step: how long it took, the audio it made, how many streams had work
+        in it, and how many listeners had run out of audio (fallen behind) after it."""
+        if seconds <= 0 or num_streams <= 0 or not self.is_learning:
+            return
+        window = self._window
+        window.busy += seconds
+        window.audio += audio_seconds
+        window.stream_seconds += num_streams * seconds
+        window.behind = window.behind or num_behind > 0
+        if (window.audio >= MIN_WINDOW_AUDIO_SECONDS
+                and window.busy >= MIN_WINDOW_BUSY_SECONDS):
+            self._close_window(window)
+            self._window = _Window()
+
+    def observe_first_audio(self, streams_ahead: int, seconds: float) -> None:
+        """A request's first audio came `seconds` after it reached the engine, where
+        `streams_ahead` streams were already running."""
+        if seconds <= 0:
+            return
+        x = float(streams_ahead)
+        for index, value in enumerate((1.0, x, x * x, seconds, x * seconds)):
+            self._ttfa[index] = FADING * self._ttfa[index] + value
+
+    def _close_window(self, window: _Window) -> None:
+        streams = window.mean_streams
+        features = (window.audio / streams / window.busy, window.audio / window.busy)
+        for i in range(2):
+            self._sxy[i] = FADING * self._sxy[i] + features[i]
+            for j in range(2):
+                self._sxx[i][j] = FADING * self._sxx[i][j] + features[i] * features[j]
+        self._num_windows = FADING * self._num_windows + 1.0
+        seen = math.floor(streams + 0.5)
+        if window.behind:
+            self.fewest_behind = seen if self.fewest_behind is None else min(self.fewest_behind,
+                                                                             seen)
+            self._windows_since_behind = 0
+        else:
+            self.most_kept_up = max(self.most_kept_up, seen)
+            self._windows_since_behind += 1
+            if self._windows_since_behind >= FORGET_WINDOWS:
+                self.fewest_behind = None
+        self._fit()
+
+    def _fit(self) -> None:
+        """Least squares with both terms >= 0; with one N only (no spread to tell the two
+        apart), all of the cost is put per stream, which overstates it: cautious."""
+        (s11, s12), (_, s22) = self._sxx
+        y1, y2 = self._sxy
+        determinant = s11 * s22 - s12 * s12
+        if determinant > 1e-6 * s11 * s22:
+            fixed = (y1 * s22 - y2 * s12) / determinant
+            per_stream = (s11 * y2 - s12 * y1) / determinant
+            if fixed >= 0 and per_stream > 0:
+                self.fixed, self.per_stream = fixed, per_stream
+                return
+        self.fixed, self.per_stream = 0.0, (y2 / s22 if s22 > 0 else 0.0)
+
+    # --- predicting -----------------------------------------------------------------------
+
+    @property
+    def is_fitted(self) -> bool:
+        return self._num_windows >= MIN_WINDOWS * 0.9 and self.per_stream > 0
+
+    def demand(self, num_streams: float) -> float:
+        """Predicted engine seconds per wall second with `num_streams` playing."""
+        return self.fixed + self.per_stream * num_streams
+
+    @property
+    def margin(self) -> float:
+        """Share of the engine's time kept free: SPREAD_SIGMAS x the windows' relative
+        spread around the fit (the root mean square of their relative errors)."""
+        if self._num_windows < MIN_WINDOWS * 0.9:
+            return max(MIN_MARGIN, COLD_MARGIN)
+        a, b = self.fixed, self.per_stream
+        (s11, s12), (_, s22) = self._sxx
+        y1, y2 = self._sxy
+        squared_errors = (self._num_windows - 2 * (a * y1 + b * y2)
+                          + a * a * s11 + 2 * a * b * s12 + b * b * s22)
+        spread = math.sqrt(max(0.0, squared_errors) / self._num_windows)
+        return max(MIN_MARGIN, SPREAD_SIGMAS * spread)
+
+    def ttfa_line(self) -> tuple[float, float] | None:
+        """(idle, per stream ahead): TTFA = idle + per_stream_ahead x streams already
+        running; None until requests arrived at two loads or more."""
+        count, sx, sxx, sy, sxy = self._ttfa
+        spread = count * sxx - sx * sx
+        if count < MIN_WINDOWS or spread <= 1e-6 * max(1.0, count * sxx):
+            return None
+        slope = (count * sxy - sx * sy) / spread
+        return (sy - slope * sx) / count, slope
+
+    def _ttfa_capacity(self) -> int | None:
+        """Most streams at which a new one's first audio still comes within TTFA_FACTOR
+        times an idle engine's (or MIN_TTFA_TARGET_SECONDS)."""
+        line = self.ttfa_line()
+        if line is None or line[1] <= 0:
+            return None
+        idle, per_stream_ahead = line
+        target = max(TTFA_FACTOR * idle, MIN_TTFA_TARGET_SECONDS)
+        return math.floor(max(0.0, target - idle) / per_stream_ahead) + 1
+
+    def capacity(self) -> int:
+        """Streams the engine is predicted to sustain in real time (at least 1): what its
+        time allows, but no more than a little over what it was seen to keep up with, and
+        fewer than it was seen to fall behind with (a busy step can leave thin buffers dry
+        long before the engine's time runs out)."""
+        if not self.is_fitted:
+            predicted = self.most_kept_up + 1
+        else:
+            budget = 1.0 / (1.0 + self.margin)
+            predicted = min(math.floor((budget - self.fixed) / self.per_stream),
+                            self.most_kept_up + max(1, math.ceil(EXPLORE_SHARE
+                                                                 * self.most_kept_up)))
+        if self.fewest_behind is not None:
+            predicted = min(predicted, self.fewest_behind - 1)
+        if (by_ttfa := self._ttfa_capacity()) is not None:
+            predicted = min(predicted, by_ttfa)
+        return max(1, predicted)
+
+    # --- saving -----------------------------------------------------------------------------
+
+    def state(self) -> dict[str, object]:
+        """What the model learned, as plain JSON-able values."""
+        return {"sxx": self._sxx, "sxy": self._sxy, "num_windows": self._num_windows,
+                "most_kept_up": self.most_kept_up, "fewest_behind": self.fewest_behind,
+                "ttfa": self._ttfa}
+
+    def restore(self, state: dict[str, object]) -> None:
+        """Start from a saved `state()`; ValueError when it is not one."""
+        try:
+            sxx = [[float(v) for v in row] for row in state["sxx"]]  # type: ignore[attr-defined]
+            sxy = [float(v) for v in state["sxy"]]  # type: ignore[attr-defined]
+            num_windows = float(state["num_windows"])  # type: ignore[arg-type]
+            most_kept_up = int(state["most_kept_up"])  # type: ignore[call-overload]
+            ttfa = [float(v) for v in state["ttfa"]]  # type: ignore[attr-defined]
+            behind = state.get("fewest_behind")
+            fewest_behind = None if behind is None else int(behind)  # type: ignore[call-overload]
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"not a saved load model: {error}") from None
+        if len(sxx) != 2 or any(len(row) != 2 for row in sxx) or len(sxy) != 2 \
+                or len(ttfa) != 5 or not all(map(math.isfinite, [*sxy, *ttfa, num_windows])):
+            raise ValueError("not a saved load model: wrong shapes or values")
+        self._sxx, self._sxy, self._num_windows = sxx, sxy, num_windows
+        self.most_kept_up = max(0, most_kept_up)
+        self.fewest_behind = None if fewest_behind is None else max(1, fewest_behind)
+        self._ttfa = ttfa
+        self._fit()

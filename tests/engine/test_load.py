@@ -1,0 +1,111 @@
+"""The load model admission relies on (polyvox/engine/load.py), on synthetic engines whose
+true costs are known: it must recover them, predict the streams they sustain, and stay
+cautious where it has not seen enough."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from polyvox.engine.load import MIN_MARGIN, LoadModel
+
+FRAME_SECONDS = 0.08  # audio per AR step per stream
+
+
+def _feed_ar(model: LoadModel, step_fixed: float, step_per_row: float,
+             streams: list[int], steps_each: int = 600, noise: float = 0.0,
+             behind: bool = False, seed: int = 0) -> None:
+    """An autoregressive engine: a step of N rows costs step_fixed + step_per_row * N and
+    makes one frame per row; with `noise`, the machine runs slower or faster by that
+    relative spread for stretches of 100 steps (another process, a busier text)."""
+    rng = random.Random(seed)
+    factor = 1.0
+    for num_streams in streams:
+        for index in range(steps_each):
+            if index % 100 == 0:
+                factor = max(0.2, 1 + rng.gauss(0, noise))
+            seconds = (step_fixed + step_per_row * num_streams) * factor
+            model.observe_step(max(seconds, 1e-6), num_streams * FRAME_SECONDS, num_streams,
+                               num_behind=1 if behind else 0)
+
+
+def _true_capacity(step_fixed: float, step_per_row: float, margin: float) -> int:
+    fixed, per_stream = step_fixed / FRAME_SECONDS, step_per_row / FRAME_SECONDS
+    return math.floor((1 / (1 + margin) - fixed) / per_stream)
+
+
+@pytest.mark.parametrize(("step_fixed", "step_per_row"), [
+    (0.010, 0.004),  # a large fixed cost per step: batching pays
+    (0.002, 0.006),  # mostly per stream
+    (0.030, 0.0005),  # GPU-like: almost all fixed
+])
+def test_the_fit_recovers_a_known_engine_and_predicts_what_it_sustains(
+        step_fixed: float, step_per_row: float) -> None:
+    model = LoadModel()
+    _feed_ar(model, step_fixed, step_per_row, [1, 2, 4, 8, 16, 32, 64, 128])
+    assert model.fixed == pytest.approx(step_fixed / FRAME_SECONDS, rel=0.02)
+    assert model.per_stream == pytest.approx(step_per_row / FRAME_SECONDS, rel=0.02)
+    assert model.margin == pytest.approx(MIN_MARGIN)  # no noise: the floor
+    expected = _true_capacity(step_fixed, step_per_row, MIN_MARGIN)
+    assert model.most_kept_up == 128
+    assert model.capacity() == min(expected, 128 + 64)
+    # The prediction holds: at that many streams the engine is busy under 1 / (1 + margin).
+    assert model.demand(model.capacity()) <= 1 / (1 + MIN_MARGIN) + 1e-9
+    assert model.demand(expected + 1) > 1 / (1 + MIN_MARGIN)
+
+
+def test_noisy_steps_widen_the_margin_and_lower_the_prediction() -> None:
+    quiet, noisy = LoadModel(), LoadModel()
+    for model, noise in ((quiet, 0.0), (noisy, 0.3)):
+        _feed_ar(model, 0.01, 0.004, [1, 2, 4, 8, 16], noise=noise)
+    assert noisy.margin > quiet.margin + 0.1
+    assert noisy.capacity() < quiet.capacity()
+    assert noisy.per_stream == pytest.approx(quiet.per_stream, rel=0.3)  # still about right
+
+
+def test_a_cold_model_lets_streams_in_one_at_a_time() -> None:
+    model = LoadModel()
+    assert model.capacity() == 1  # nothing seen: one stream
+    _feed_ar(model, 0.01, 0.004, [1], steps_each=150)
+    assert model.most_kept_up == 1 and model.capacity() == 2  # one more than seen
+    _feed_ar(model, 0.01, 0.004, [2], steps_each=150)
+    assert model.capacity() <= 3
+
+
+def test_windows_where_listeners_fell_behind_do_not_count_as_kept_up() -> None:
+    model = LoadModel()
+    _feed_ar(model, 0.01, 0.004, [1, 2, 3])
+    _feed_ar(model, 0.01, 0.004, [30], behind=True)
+    assert model.most_kept_up == 3
+
+
+def test_with_one_stream_count_only_all_cost_is_per_stream_which_is_cautious() -> None:
+    model = LoadModel()
+    _feed_ar(model, 0.02, 0.002, [4])
+    assert model.fixed == 0.0
+    assert model.per_stream == pytest.approx((0.02 + 0.002 * 4) / 4 / FRAME_SECONDS, rel=0.01)
+    assert model.capacity() <= _true_capacity(0.02, 0.002, model.margin)
+
+
+def test_what_the_model_learned_survives_a_restart() -> None:
+    model = LoadModel()
+    _feed_ar(model, 0.01, 0.004, [1, 2, 4, 8], noise=0.05)
+    restored = LoadModel()
+    restored.restore(json.loads(json.dumps(model.state())))
+    assert restored.capacity() == model.capacity() > 1
+    assert restored.margin == pytest.approx(model.margin)
+    for bad in ({}, {"sxx": "x"}, {**model.state(), "sxy": [1.0]},
+                {**model.state(), "num_windows": float("nan")}):
+        with pytest.raises(ValueError, match="not a saved load model"):
+            LoadModel().restore(bad)
+
+
+def test_idle_and_empty_steps_teach_nothing() -> None:
+    model = LoadModel()
+    for _ in range(1000):
+        model.observe_step(0.01, 0.0, 0, 0)  # nothing running
+        model.observe_step(0.0, 0.0, 3, 0)
+    assert model.capacity() == 1 and not model.is_fitted
