@@ -7,7 +7,8 @@ finds a free turn, nobody waiting and no listener behind starts at once. Otherwi
 waits in a FIFO queue, so queued requests start in arrival order, unless
   - the queue already holds `max_queued` requests, or
   - its estimated wait exceeds `max_wait_seconds`: position / limit x the mean time a
-    stream holds its turn (an exponential average over finished streams),
+    stream holds its turn (an exponential average over finished streams; 3 s before
+    any has finished),
 in which case it is refused at once with 429 and a Retry-After. Before the model is
 loaded and while shutting down every request is refused with 503. A refused or queued
 request holds nothing in the engine: the engine sees a request only once it has its turn.
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 
 SERVICE_AVERAGING = 0.2  # weight of the newest finished stream in the mean service time
 NOT_READY_RETRY_SECONDS = 5
+PRIOR_SERVICE_SECONDS = 3.0  # a turn's length before any has ended: a sentence or two
 
 
 class Rejected(Exception):
@@ -81,9 +83,10 @@ class Admission:
 
     def estimated_wait(self, position: int) -> float:
         """Seconds until the `position`-th queued request (1 = next) gets its turn."""
-        if self.mean_service_seconds is None:
-            return 0.0
-        return position / self.current_limit * self.mean_service_seconds
+        service = self.mean_service_seconds
+        if service is None:  # no stream finished yet
+            service = PRIOR_SERVICE_SECONDS
+        return position / self.current_limit * service
 
     def retry_after(self) -> int:
         """Seconds until a request would likely be let in: until a turn frees up, or until
