@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from polyvox.bench.metrics import summarize
+from polyvox.bench.metrics import percentile, summarize
 from polyvox.bench.records import RequestRecord
 from polyvox.bench.workloads import Speak, Workload
 
@@ -59,6 +59,7 @@ def overload_report(records: list[RequestRecord], wall_seconds: float, num_strea
     refused = [record for record in records if record.is_rejected]
     row = summarize(records, wall_seconds, mode, num_streams, ttfa_slo_ms)
     retry_afters = [r.retry_after for r in refused if r.retry_after is not None]
+    refusal_ms = [1000 * (r.finished - r.sent) for r in refused if r.finished is not None]
     return {
         "offered_streams": num_streams,
         "seconds": seconds,
@@ -68,6 +69,7 @@ def overload_report(records: list[RequestRecord], wall_seconds: float, num_strea
         "rejected_by_status": {str(status): count for status, count in
                                sorted(Counter(r.status for r in refused).items())},
         "retry_after_mean_s": sum(retry_afters) / len(retry_afters) if retry_afters else None,
+        "refusal_p50_ms": percentile(refusal_ms, 50), "refusal_p99_ms": percentile(refusal_ms, 99),
         **{key: row[key] for key in REPORTED},
         "wall_seconds": wall_seconds,
     }
@@ -81,7 +83,8 @@ def describe(report: dict[str, Any]) -> str:
     return (
         f"overload: {report['offered_streams']} streams offered for {report['seconds']:g} s: "
         f"{report['attempts']} attempts, {report['accepted']} accepted, {report['rejected']} "
-        f"rejected ({by_status}), {report['errors']} errors\n"
+        f"rejected ({by_status}, answered in p99 {_ms(report['refusal_p99_ms'])} ms), "
+        f"{report['errors']} errors\n"
         f"  accepted streams: TTFA p50/p90 {_ms(report['ttfa_p50_ms'])}/"
         f"{_ms(report['ttfa_p90_ms'])} ms, {report['underruns']} underruns "
         f"({report['underrun_seconds']:.2f} s), "

@@ -148,7 +148,9 @@ class RemoteClient:
 
 
 def _record_refusal(record: RequestRecord, retry_after: Any, message: str | None) -> None:
-    """A request the server did not serve: a refusal (kept apart), else an error."""
+    """A request the server did not serve: a refusal (kept apart, `finished` when it was
+    answered), else an error."""
+    record.finished = time.monotonic()
     if record.is_rejected:
         record.retry_after = None if retry_after is None else float(retry_after)
     else:

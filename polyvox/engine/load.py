@@ -17,7 +17,10 @@ the listeners' buffers), never under `MIN_MARGIN`.
 Time is not all: a step that serves many streams at once (Piper starts whole clauses) can
 leave a fresh listener's thin buffer dry while the engine still has time to spare. So the
 model also remembers the fewest streams it saw a listener fall behind with, and predicts
-fewer (until `FORGET_WINDOWS` windows later). Before there is enough to fit, and beyond
+fewer (trying one more after `FORGET_WINDOWS` windows that kept up); and it fits each new request's time to first
+audio against the streams already running (TTFA = idle + per_stream_ahead x streams), and
+predicts no more streams than keep that within `TTFA_FACTOR` times the idle TTFA (or
+`MIN_TTFA_TARGET_SECONDS`). Before there is enough to fit, and beyond
 what has been seen, it is cautious: no more than one stream over the most it has seen the
 engine keep up with (`EXPLORE_SHARE` more once the fit is good). A server calibrates it
 at its first start (polyvox/engine/calibrate.py). A fitted model can be saved and
@@ -41,7 +44,9 @@ EXPLORE_SHARE = 0.5  # beyond the most streams seen keeping up, predict at most 
 # MIN_TTFA_TARGET_SECONDS where that is longer: nobody hears 50 ms become 100 ms.
 TTFA_FACTOR = 2.0
 MIN_TTFA_TARGET_SECONDS = 0.25
-FORGET_WINDOWS = 100  # a fall behind caps the prediction until this many windows kept up
+MIN_TTFA_SPREAD_STREAMS = 0.5  # the TTFA line is fitted only over loads this varied
+TTFA_FADING = 0.99  # weight of the past at each first audio (~100 requests remembered)
+FORGET_WINDOWS = 30  # windows kept up after which one stream more than fell behind is tried
 SPREAD_SIGMAS = 2.0  # margin = this many standard deviations of the relative error
 COLD_MARGIN = 0.25  # before there are MIN_WINDOWS windows
 
@@ -71,13 +76,15 @@ class LoadModel:
         self.fixed = 0.0  # engine seconds per wall second, whatever the streams
         self.per_stream = 0.0  # engine seconds per wall second per stream playing
         self.most_kept_up = 0  # most streams seen sharing steps while nobody was behind
-        # fewest streams seen sharing steps while a listener fell behind (None: never, or
-        # forgotten FORGET_WINDOWS windows later: a one-off hiccup must not cap for ever)
+        # fewest streams seen sharing steps while a listener fell behind (None: never);
+        # raised by one after FORGET_WINDOWS windows kept up (a hiccup must not cap for ever)
         self.fewest_behind: int | None = None
         self._windows_since_behind = 0
         # Faded sums for TTFA = idle + per_stream_ahead * (streams already running): count,
         # sum x, sum x^2, sum y, sum xy (one sample per request's first audio).
         self._ttfa = [0.0] * 5
+        # the last capacity the TTFA fit told (kept while light load teaches it nothing)
+        self._ttfa_capacity: int | None = None
         self.is_learning = True  # observe_step learns (calibration pauses it at times)
         self._window = _Window()
 
@@ -106,7 +113,9 @@ class LoadModel:
             return
         x = float(streams_ahead)
         for index, value in enumerate((1.0, x, x * x, seconds, x * seconds)):
-            self._ttfa[index] = FADING * self._ttfa[index] + value
+            self._ttfa[index] = TTFA_FADING * self._ttfa[index] + value
+        if (by_ttfa := self._ttfa_fit_capacity()) is not None:
+            self._ttfa_capacity = by_ttfa
 
     def _close_window(self, window: _Window) -> None:
         streams = window.mean_streams
@@ -120,12 +129,17 @@ class LoadModel:
         if window.behind:
             self.fewest_behind = seen if self.fewest_behind is None else min(self.fewest_behind,
                                                                              seen)
+            # what kept up before (a calibration on an idle machine) does not any more
+            self.most_kept_up = min(self.most_kept_up, self.fewest_behind - 1)
             self._windows_since_behind = 0
         else:
             self.most_kept_up = max(self.most_kept_up, seen)
             self._windows_since_behind += 1
-            if self._windows_since_behind >= FORGET_WINDOWS:
-                self.fewest_behind = None
+            if self.fewest_behind is not None and self._windows_since_behind >= FORGET_WINDOWS:
+                # NOTE: one more stream is tried, not all that the time allows: a machine
+                # that has become less busy is found a stream at a time.
+                self.fewest_behind += 1
+                self._windows_since_behind = 0
         self._fit()
 
     def _fit(self) -> None:
@@ -170,21 +184,26 @@ class LoadModel:
         """(idle, per stream ahead): TTFA = idle + per_stream_ahead x streams already
         running; None until requests arrived at two loads or more."""
         count, sx, sxx, sy, sxy = self._ttfa
+        if count < MIN_WINDOWS:
+            return None
         spread = count * sxx - sx * sx
-        if count < MIN_WINDOWS or spread <= 1e-6 * max(1.0, count * sxx):
+        # NOTE: loads that differ by less than half a stream (in standard deviation) tell
+        # nothing about the slope; fitting one anyway amplifies rounding and noise.
+        if spread < MIN_TTFA_SPREAD_STREAMS**2 * count * count:
             return None
         slope = (count * sxy - sx * sy) / spread
         return (sy - slope * sx) / count, slope
 
-    def _ttfa_capacity(self) -> int | None:
+    def _ttfa_fit_capacity(self) -> int | None:
         """Most streams at which a new one's first audio still comes within TTFA_FACTOR
-        times an idle engine's (or MIN_TTFA_TARGET_SECONDS)."""
+        times an idle engine's (or MIN_TTFA_TARGET_SECONDS); None when the recent
+        requests do not tell (all at one load, or TTFA not growing with it)."""
         line = self.ttfa_line()
         if line is None or line[1] <= 0:
             return None
         idle, per_stream_ahead = line
         target = max(TTFA_FACTOR * idle, MIN_TTFA_TARGET_SECONDS)
-        return math.floor(max(0.0, target - idle) / per_stream_ahead) + 1
+        return math.floor(max(0.0, target - idle) / per_stream_ahead + 1e-9) + 1
 
     def capacity(self) -> int:
         """Streams the engine is predicted to sustain in real time (at least 1): what its
@@ -200,8 +219,8 @@ class LoadModel:
                                                                  * self.most_kept_up)))
         if self.fewest_behind is not None:
             predicted = min(predicted, self.fewest_behind - 1)
-        if (by_ttfa := self._ttfa_capacity()) is not None:
-            predicted = min(predicted, by_ttfa)
+        if self._ttfa_capacity is not None:
+            predicted = min(predicted, self._ttfa_capacity)
         return max(1, predicted)
 
     # --- saving -----------------------------------------------------------------------------
@@ -231,4 +250,5 @@ class LoadModel:
         self.most_kept_up = max(0, most_kept_up)
         self.fewest_behind = None if fewest_behind is None else max(1, fewest_behind)
         self._ttfa = ttfa
+        self._ttfa_capacity = self._ttfa_fit_capacity()
         self._fit()

@@ -109,3 +109,33 @@ def test_idle_and_empty_steps_teach_nothing() -> None:
         model.observe_step(0.01, 0.0, 0, 0)  # nothing running
         model.observe_step(0.0, 0.0, 3, 0)
     assert model.capacity() == 1 and not model.is_fitted
+
+
+def test_new_callers_first_audio_caps_the_streams() -> None:
+    """TTFA = 0.1 s + 0.05 s per stream already running: within 2x idle (0.2 s) or 0.25 s
+    up to 3 streams ahead, so 4 streams, however cheap the steps are."""
+    model = LoadModel()
+    _feed_ar(model, 0.001, 0.0005, [1, 2, 4, 8, 16])
+    uncapped = model.capacity()
+    assert uncapped > 4
+    for _ in range(20):
+        for ahead in range(8):
+            model.observe_first_audio(ahead, 0.1 + 0.05 * ahead)
+    idle, per_stream_ahead = model.ttfa_line()
+    assert idle == pytest.approx(0.1) and per_stream_ahead == pytest.approx(0.05)
+    assert model.capacity() == 4
+    # A light load teaches nothing about the slope (one stream at a time): the cap stays.
+    for _ in range(500):
+        model.observe_first_audio(0, 0.1)
+    assert model.capacity() == 4
+
+
+def test_after_a_fall_behind_one_more_stream_is_tried_only_after_long_keeping_up() -> None:
+    model = LoadModel()
+    _feed_ar(model, 0.01, 0.004, [1, 2, 3, 4, 5, 6])
+    _feed_ar(model, 0.01, 0.004, [4], behind=True)  # the machine got busier
+    assert model.fewest_behind == 4 and model.most_kept_up == 3 and model.capacity() == 3
+    _feed_ar(model, 0.01, 0.004, [3], steps_each=600)  # ~13 windows < FORGET_WINDOWS
+    assert model.capacity() == 3
+    _feed_ar(model, 0.01, 0.004, [3], steps_each=1000)  # ~35 windows: one FORGET_WINDOWS
+    assert model.fewest_behind == 5 and model.capacity() == 4  # one more, not six
