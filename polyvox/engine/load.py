@@ -17,7 +17,8 @@ the listeners' buffers), never under `MIN_MARGIN`.
 Time is not all: a step that serves many streams at once (Piper starts whole clauses) can
 leave a fresh listener's thin buffer dry while the engine still has time to spare. So the
 model also remembers the fewest streams it saw a listener fall behind with, and predicts
-fewer (trying one more after `FORGET_WINDOWS` windows that kept up); and it fits each new request's time to first
+fewer (trying one more after `FORGET_WINDOWS` windows that kept up, when its time
+allows); and it fits each new request's time to first
 audio against the streams already running (TTFA = idle + per_stream_ahead x streams), and
 predicts no more streams than keep that within `TTFA_FACTOR` times the idle TTFA (or
 `MIN_TTFA_TARGET_SECONDS`). Before there is enough to fit, and beyond
@@ -46,7 +47,9 @@ TTFA_FACTOR = 2.0
 MIN_TTFA_TARGET_SECONDS = 0.25
 MIN_TTFA_SPREAD_STREAMS = 0.5  # the TTFA line is fitted only over loads this varied
 TTFA_FADING = 0.99  # weight of the past at each first audio (~100 requests remembered)
-FORGET_WINDOWS = 30  # windows kept up after which one stream more than fell behind is tried
+# windows kept up (~5 minutes of load) after which one stream more than fell behind is
+# tried, if the engine's time allows: trying costs the tried stream's listeners a stall
+FORGET_WINDOWS = 300
 SPREAD_SIGMAS = 2.0  # margin = this many standard deviations of the relative error
 COLD_MARGIN = 0.25  # before there are MIN_WINDOWS windows
 
@@ -77,7 +80,8 @@ class LoadModel:
         self.per_stream = 0.0  # engine seconds per wall second per stream playing
         self.most_kept_up = 0  # most streams seen sharing steps while nobody was behind
         # fewest streams seen sharing steps while a listener fell behind (None: never);
-        # raised by one after FORGET_WINDOWS windows kept up (a hiccup must not cap for ever)
+        # raised by one after FORGET_WINDOWS windows kept up (a hiccup must not cap for
+        # ever) when the time model says it fits
         self.fewest_behind: int | None = None
         self._windows_since_behind = 0
         # Faded sums for TTFA = idle + per_stream_ahead * (streams already running): count,
@@ -135,9 +139,10 @@ class LoadModel:
         else:
             self.most_kept_up = max(self.most_kept_up, seen)
             self._windows_since_behind += 1
-            if self.fewest_behind is not None and self._windows_since_behind >= FORGET_WINDOWS:
-                # NOTE: one more stream is tried, not all that the time allows: a machine
-                # that has become less busy is found a stream at a time.
+            if (self.fewest_behind is not None and self._windows_since_behind >= FORGET_WINDOWS
+                    and self.demand(self.fewest_behind) * (1 + self.margin) <= 1):
+                # NOTE: one more stream is tried, and only when the engine's time allows
+                # it: a machine that has become less busy is found a stream at a time.
                 self.fewest_behind += 1
                 self._windows_since_behind = 0
         self._fit()

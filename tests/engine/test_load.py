@@ -135,7 +135,16 @@ def test_after_a_fall_behind_one_more_stream_is_tried_only_after_long_keeping_up
     _feed_ar(model, 0.01, 0.004, [1, 2, 3, 4, 5, 6])
     _feed_ar(model, 0.01, 0.004, [4], behind=True)  # the machine got busier
     assert model.fewest_behind == 4 and model.most_kept_up == 3 and model.capacity() == 3
-    _feed_ar(model, 0.01, 0.004, [3], steps_each=600)  # ~13 windows < FORGET_WINDOWS
+    # 46 steps of 3 streams make a window: ~200 windows, fewer than FORGET_WINDOWS
+    _feed_ar(model, 0.01, 0.004, [3], steps_each=46 * 200)
     assert model.capacity() == 3
-    _feed_ar(model, 0.01, 0.004, [3], steps_each=1000)  # ~35 windows: one FORGET_WINDOWS
+    _feed_ar(model, 0.01, 0.004, [3], steps_each=46 * 110)  # past FORGET_WINDOWS
     assert model.fewest_behind == 5 and model.capacity() == 4  # one more, not six
+
+
+def test_no_stream_more_is_tried_while_the_engine_has_no_time_for_it() -> None:
+    model = LoadModel()
+    _feed_ar(model, 0.02, 0.02, [1, 2])  # a stream costs a quarter of the engine's time
+    _feed_ar(model, 0.02, 0.02, [3], behind=True)
+    _feed_ar(model, 0.02, 0.02, [2], steps_each=20000)  # far past FORGET_WINDOWS
+    assert model.fewest_behind == 3 and model.capacity() == 2
