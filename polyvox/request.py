@@ -129,6 +129,13 @@ class Request:
     def audio_seconds(self, sample_rate: int) -> float:
         return self.num_samples / sample_rate
 
+    def is_behind(self, now: float, sample_rate: int) -> bool:
+        """The one meaning of "behind" (engine, scheduler, admission, load model): the
+        listener has heard audio, more is to come, and what it was sent has run out by
+        `now` (a player that started at the first chunk has stalled)."""
+        return (self.first_audio_time is not None and self.has_work
+                and self.slack(now, sample_rate) < 0)
+
     def slack(self, now: float, sample_rate: int) -> float:
         """Seconds of audio delivered beyond what a listener who started at the first chunk
         has played by `now`; -inf before the first chunk (the most urgent)."""

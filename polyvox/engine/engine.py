@@ -350,9 +350,7 @@ class Engine:
         (slack < 0), so a player that started at the first chunk has stalled. Read by
         admission control (from any thread) and by the load model."""
         now, rate = _now(), self.family.audio.sample_rate
-        self.num_behind = sum(
-            1 for r in self.scheduler.running
-            if r.first_audio_time is not None and r.has_work and r.slack(now, rate) < 0)
+        self.num_behind = sum(1 for r in self.scheduler.running if r.is_behind(now, rate))
 
     def _advance(self, request: Request, latent: torch.Tensor, eos_logit: float) -> None:
         """Apply one step's result: keep the frame, or end the clause (pocket-tts' rule:

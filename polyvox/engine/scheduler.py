@@ -196,7 +196,7 @@ class Scheduler:
         now, rate = time.monotonic(), self.family.audio.sample_rate
         listening = [r for r in self.running
                      if r.first_audio_time is not None and r.has_work]
-        behind = sum(1 for r in listening if r.pending_latents and r.slack(now, rate) < 0)
+        behind = sum(1 for r in listening if r.pending_latents and r.is_behind(now, rate))
         # NOTE: one straggler does not make an overload: the others stay protected.
         self.overloaded = behind > self.OVERLOAD_SHARE * len(listening)
         self.starting = any(r.first_audio_time is None and r.has_work for r in self.running)
