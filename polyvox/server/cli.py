@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="streams generating at once (default: --max-running)")
     limits.add_argument("--max-queued", type=int, default=64,
                         help="requests waiting for a turn; more get 429")
-    limits.add_argument("--max-wait", type=float, default=0.5,
+    limits.add_argument("--max-wait", type=float, default=0.25,
                         help="seconds: a request whose estimated wait is longer gets 429")
     limits.add_argument("--calibrate-seconds", type=float, default=15.0,
                         help="seconds of synthetic load at a first start to learn what the "

@@ -31,7 +31,7 @@ class ServerConfig:
     # --- admission ---
     max_streams: int = 64
     max_queued: int = 64
-    max_wait_seconds: float = 0.5
+    max_wait_seconds: float = 0.25
     # seconds of synthetic load at a first start to learn what the engine sustains (an
     # earlier start's load model in data_dir skips it); 0: no prediction, admission by the
     # reactive limit alone
