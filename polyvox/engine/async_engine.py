@@ -135,14 +135,25 @@ class AsyncEngine:
         loop = asyncio.get_running_loop()
         streamed = not isinstance(text, str)
 
+        added: list[str] = []
+
         def add() -> str:
             request = self.engine.add_request("" if streamed else text, voice, params,  # type: ignore[arg-type]
                                               request_id, text_complete=not streamed,
                                               normalize=normalize)
             self._streams[request.request_id] = (loop, chunks)
+            added.append(request.request_id)
             return request.request_id
 
-        rid = await self.call(add)
+        try:
+            rid = await self.call(add)
+        except asyncio.CancelledError:
+            # NOTE: the caller left while `add` waited its turn: it still runs (commands
+            # run in order), so this command, queued after it, aborts what it added. A
+            # streamed request would otherwise wait for text for ever, holding its slot.
+            self._commands.put(lambda: [self._abort_now(added_id) for added_id in added])
+            self._wake.set()
+            raise
         feeder = asyncio.create_task(self._feed(rid, text)) if streamed else None  # type: ignore[arg-type]
         finished = False
         try:
@@ -177,6 +188,11 @@ class AsyncEngine:
         self._streams.pop(request_id, None)
         self._commands.put(lambda: self.engine.abort(request_id))
         self._wake.set()
+
+    def _abort_now(self, request_id: str) -> None:
+        """Abort on the engine thread."""
+        self._streams.pop(request_id, None)
+        self.engine.abort(request_id)
 
 
 def _put_all(items: list[tuple[Any, AudioChunk]]) -> None:

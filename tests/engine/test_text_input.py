@@ -94,3 +94,43 @@ def test_a_text_feed_that_breaks_ends_its_stream_with_an_error(model) -> None:
         assert engine.is_idle() and engine.check_integrity()
     finally:
         runtime.stop()
+
+
+def test_a_caller_that_leaves_while_its_request_is_being_added_leaks_nothing(model) -> None:
+    """The caller is cancelled while the engine thread has not yet run the command that
+    adds its streamed request: the request is still added, and must still be aborted (it
+    would wait for text for ever, holding a decoder slot)."""
+    import asyncio
+    import threading
+
+    from polyvox.engine.async_engine import AsyncEngine
+
+    engine = make_engine(model)
+    runtime = AsyncEngine(engine)
+    gate = threading.Event()
+
+    async def pieces():  # type: ignore[no-untyped-def]
+        yield "Never read."
+
+    async def main() -> None:
+        runtime._commands.put(gate.wait)  # the engine thread is busy until the gate opens
+        stream = runtime.generate(pieces(), "default", params(1))
+        caller = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.05)  # its add command is queued behind the gate
+        caller.cancel()
+        await asyncio.gather(caller, return_exceptions=True)
+        gate.set()
+        await runtime.call(lambda: None)  # every command before this one has run
+
+    runtime.start()
+    try:
+        asyncio.run(main())
+        assert asyncio.run(_on_engine(runtime, engine.is_idle))
+        assert not engine.requests and engine.check_integrity()
+    finally:
+        gate.set()
+        runtime.stop()
+
+
+async def _on_engine(runtime, function):  # type: ignore[no-untyped-def]
+    return await runtime.call(function)
