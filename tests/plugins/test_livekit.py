@@ -155,15 +155,12 @@ def test_stream_yields_word_timings_and_synthesize_works(server: Server) -> None
 
 
 def test_a_new_socket_after_the_server_restarts_between_turns(tmp_path: Any) -> None:
-    from server_harness import free_port, start_server, wait_until
+    from server_harness import free_port, start_server
 
     port = free_port()
 
-    def serve() -> Server:
-        running = start_server(tmp_path, "--port", str(port), wait_ready=False)
-        running.url = f"http://127.0.0.1:{port}"
-        wait_until(running, "/ready")
-        return running
+    def serve() -> Server:  # the same address each time: the client reconnects to it
+        return start_server(tmp_path, port=port)
 
     servers = [serve()]
 

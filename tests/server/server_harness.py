@@ -79,9 +79,11 @@ def free_port() -> int:
 
 
 def start_server(directory: Path, *args: str, data_dir: Path | None = None,
-                 api_key_env: str | None = None, wait_ready: bool = True) -> Server:
-    """Start a server; with wait_ready, return once GET /ready answers 200."""
-    port = free_port()
+                 api_key_env: str | None = None, wait_ready: bool = True,
+                 port: int | None = None) -> Server:
+    """Start a server (on `port`, else a free one); with wait_ready, return once GET
+    /ready answers 200."""
+    port = port or free_port()
     data_dir = data_dir or directory / "data"
     log_path = directory / f"server-{port}.log"
     env = {k: v for k, v in os.environ.items() if k != "POLYVOX_API_KEY"}

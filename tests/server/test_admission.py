@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 import websockets
-from server_harness import SAMPLE_RATE, Server, start_server
+from server_harness import MODEL, SAMPLE_RATE, Server, start_server
 
 from polyvox.server.admission import Admission, Rejected
 
@@ -310,23 +310,13 @@ def test_a_burst_beyond_the_predicted_capacity_is_refused_fast_and_the_admitted_
 
 
 async def _burst(server: Server, count: int) -> list:
-    from polyvox.bench.records import RequestRecord
+    """`count` speech requests at once through the benchmark's own HTTP client."""
+    from polyvox.bench.remote import RemoteClient, ServerInfo
 
-    async def call(client: httpx.AsyncClient, index: int) -> RequestRecord:
-        record = RequestRecord(f"burst-{index}", "burst", count, sent=time.monotonic(),
-                               sample_rate=SAMPLE_RATE)
-        body = _speech("A burst of callers, all at once. Each one wants an answer now.",
-                       seed=index)
-        async with client.stream("POST", f"{server.url}/v1/audio/speech", json=body) as reply:
-            record.status = reply.status_code
-            if reply.status_code == 429:
-                record.retry_after = int(reply.headers["retry-after"])
-            async for piece in reply.aiter_bytes():
-                if reply.status_code == 200 and len(piece) >= 2:
-                    record.chunk_times.append(time.monotonic())
-                    record.chunk_samples.append(len(piece) // 2)
-        record.finished = time.monotonic()
-        return record
-
-    async with httpx.AsyncClient(timeout=120) as client:
-        return list(await asyncio.gather(*(call(client, i) for i in range(count))))
+    info = ServerInfo(server.url, MODEL, SAMPLE_RATE)
+    text = "A burst of callers, all at once. Each one wants an answer now."
+    async with httpx.AsyncClient(timeout=120) as http:
+        client = RemoteClient(http, info, "http", None)
+        return list(await asyncio.gather(*(client.speak(text, index, "burst", count,
+                                                         f"burst-{index}")
+                                           for index in range(count))))
