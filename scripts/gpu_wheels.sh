@@ -7,8 +7,11 @@ cd "$(dirname "$0")/.."
 PY_VERSION=${PY_VERSION:-3.12}
 # The pocket path: numpy, rich, pyyaml, sentencepiece, tokenizers, safetensors (and what
 # they pull in); the CUDA tests: pytest. The Piper voice (~60 MB of ONNX) does not fit the
-# carry limit: gpu_check.sh skips Piper when its extra is not importable.
-PACKAGES=(numpy rich pyyaml sentencepiece tokenizers safetensors pytest)
+# carry limit: gpu_check.sh skips Piper when its extra is not importable. The server
+# (scripts/gpu_overload.sh): fastapi, uvicorn, websockets, python-multipart, soundfile and
+# what they pull in (pydantic's compiled core, cffi).
+PACKAGES=(numpy rich pyyaml sentencepiece tokenizers safetensors pytest
+          fastapi uvicorn websockets python-multipart soundfile)
 python3 -m pip download --quiet --dest .gpu-wheels --only-binary=:all: \
   --python-version "$PY_VERSION" --implementation cp --abi "cp${PY_VERSION/./}" \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The GPU admission check, in one go (issue #26's `pocket/english` bf16 rows, which the
+# 2-core box cannot measure: its benchmark client starves the engine): the CUDA tests,
+# then scripts/overload_runs.sh against `polyvox serve --model pocket/english --device
+# cuda --precision bfloat16` with CUDA graphs, client and server on the GPU machine's 16
+# cores. Made for a bare machine with PyTorch and CUDA (no network): the other packages
+# come from .gpu-wheels/ (scripts/gpu_wheels.sh; carry it). About 7 minutes.
+#
+#   scripts/gpu_overload.sh OUT_DIR [ROUNDS] [SECONDS]
+#
+# OUT_DIR gets the log, summary.txt and overload.tar.gz (every run's JSON, the server's log).
+set -uo pipefail
+OUT=$(realpath -m "${1:?usage: scripts/gpu_overload.sh OUT_DIR [ROUNDS] [SECONDS]}")
+ROUNDS=${2:-3}
+RUN_SECONDS=${3:-15}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+exec > >(tee -a "$OUT/gpu_overload.log") 2>&1
+export PYTHON=${PYTHON:-python3} PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+[ -d .gpu-wheels/tokenizers ] && export POLYVOX_TOKENIZER_DIR=$PWD/.gpu-wheels/tokenizers
+echo "== polyvox gpu_overload $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+nproc
+
+PACKAGES="numpy rich pyyaml sentencepiece tokenizers safetensors pytest fastapi uvicorn
+          websockets python-multipart soundfile httpx prometheus-client"
+$PYTHON -m pip install --quiet --no-index --find-links .gpu-wheels $PACKAGES \
+  || $PYTHON -m pip install --quiet --no-index --find-links .gpu-wheels \
+       --break-system-packages $PACKAGES || echo "pip install failed"
+$PYTHON -c "import torch, polyvox.server.app, polyvox.bench.remote; print('torch', torch.__version__)" \
+  || { echo "the server does not import here: stopping"; exit 1; }
+
+echo "== cuda tests"
+timeout --signal=ABRT 100 $PYTHON -m pytest tests/gpu -q -p no:cacheprovider -rs -x
+echo "== cuda tests: exit $?"
+
+echo "== overload, pocket/english bf16, $ROUNDS rounds of ${RUN_SECONDS}s at 1x, 3x, 10x"
+RUNS=/tmp/polyvox-overload
+timeout --signal=INT 360 scripts/overload_runs.sh "$RUNS" "$ROUNDS" 1,3,10 "$RUN_SECONDS" \
+  --model pocket/english --device cuda --precision bfloat16 --graphs cuda --overlap on \
+  --max-running 256 --kv-memory-mb 16384 --threads 4
+echo "== overload: exit $?"
+cp "$RUNS/summary.txt" "$OUT/" 2>/dev/null
+tar czf "$OUT/overload.tar.gz" -C "$RUNS" --exclude=voices . 2>/dev/null
+echo "== done in ${SECONDS}s"

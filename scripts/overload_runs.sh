@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The overload protocol of docs/perf.md (F): start `polyvox serve` on a fresh data dir (a
+# first start calibrates its load model), read the limit it learned from /ready as the
+# capacity, run one learning round at 3x, then ROUNDS rounds of `polyvox bench --url
+# --overload` at each factor in FACTORS (every run starts all its callers at once: a step
+# from idle to FACTOR x capacity), and print the medians over rounds. Results (one JSON per
+# run, the server's log, summary.json) go under OUT_DIR.
+#
+#   scripts/overload_runs.sh OUT_DIR ROUNDS FACTORS SECONDS [serve options...]
+#   e.g. scripts/overload_runs.sh /tmp/ov 3 1,3,10 20 --model piper/joe
+#
+# OVERLOAD_STREAMS=N uses N as the capacity instead of the learned limit; PORT (default
+# 8791) is the server's port; PYTHON the interpreter (default: .venv's, else python3).
+set -uo pipefail
+OUT=$(realpath -m "${1:?usage: OUT_DIR ROUNDS FACTORS SECONDS [serve options]}")
+ROUNDS=${2:?rounds}
+FACTORS=${3:?factors, e.g. 1,3,10}
+SECONDS_PER_RUN=${4:?seconds per run}
+shift 4
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
+PORT=${PORT:-8791}
+URL=http://127.0.0.1:$PORT
+mkdir -p "$OUT"
+rm -rf "$OUT/data"
+ulimit -n 65536 2>/dev/null || true  # thousands of callers at 10x
+
+$PY -m polyvox.cli serve --port "$PORT" --data-dir "$OUT/data" --log-level warning "$@" \
+  >"$OUT/server.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
+
+ready() { $PY -c "import json,sys,urllib.request as u; print(json.dumps(json.load(
+u.urlopen('$URL/ready', timeout=5))))" 2>/dev/null; }
+started=$SECONDS
+until ready >/dev/null; do
+  if ! kill -0 $SERVER 2>/dev/null; then
+    echo "the server exited:"; tail -20 "$OUT/server.log"; exit 1
+  fi
+  if ((SECONDS - started > ${READY_TIMEOUT:-600})); then
+    echo "the server was not ready in time"; tail -20 "$OUT/server.log"; exit 1
+  fi
+  sleep 1
+done
+echo "== ready after $((SECONDS - started)) s: $(ready)"
+LIMIT=$(ready | $PY -c "import json,sys; print(json.load(sys.stdin)['limit'])")
+CAPACITY=${OVERLOAD_STREAMS:-$LIMIT}
+echo "== capacity: $CAPACITY streams (learned limit $LIMIT)"
+
+bench() {  # bench NAME FACTOR
+  echo "== $1: factor $2, limit now $(ready | $PY -c "import json,sys; print(json.load(sys.stdin)['limit'])")"
+  $PY -m polyvox.cli bench --url "$URL" --overload --overload-streams "$CAPACITY" \
+    --overload-factor "$2" --overload-seconds "$SECONDS_PER_RUN" --concurrency 1 \
+    --requests 4 --json "$OUT/$1.json" 2>&1 | grep -E "overload|accepted streams" || true
+}
+bench learn 3
+for round in $(seq 1 "$ROUNDS"); do
+  for factor in ${FACTORS//,/ }; do
+    bench "run-${factor}x-$round" "$factor"
+  done
+done
+echo "== final: $(ready)"
+
+$PY - "$OUT" "$CAPACITY" <<'EOF' | tee "$OUT/summary.txt"
+import glob, json, os, statistics, sys
+out, capacity = sys.argv[1], int(sys.argv[2])
+by_factor = {}
+for path in sorted(glob.glob(os.path.join(out, "run-*.json"))):
+    report = json.load(open(path))
+    over, idle = report["overload"], report["rows"][0]
+    by_factor.setdefault(over["factor"], []).append(over | {"idle_ttfa_p90_ms": idle["ttfa_p90_ms"]})
+summary = {"capacity": capacity, "factors": {}}
+keys = ("underruns", "viability", "ttfa_p90_ms", "idle_ttfa_p90_ms", "goodput",
+        "audio_throughput", "refusal_p99_ms", "accepted", "rejected", "errors")
+for factor, runs in sorted(by_factor.items()):
+    row = {}
+    for key in keys:
+        values = [run[key] for run in runs if run[key] is not None]
+        row[key] = {"median": statistics.median(values) if values else None,
+                    "min": min(values, default=None), "max": max(values, default=None)}
+    summary["factors"][str(factor)] = row
+    print(f"{factor:g}x ({len(runs)} runs): " + ", ".join(
+        f"{key} {row[key]['median']:.3g} [{row[key]['min']:.3g}-{row[key]['max']:.3g}]"
+        for key in keys if row[key]["median"] is not None))
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+EOF
