@@ -13,22 +13,7 @@ set -uo pipefail
 OUT=$(realpath -m "${1:?usage: scripts/gpu_overload.sh OUT_DIR [ROUNDS] [SECONDS]}")
 ROUNDS=${2:-3}
 RUN_SECONDS=${3:-15}
-mkdir -p "$OUT"
-cd "$(dirname "$0")/.."
-exec > >(tee -a "$OUT/gpu_overload.log") 2>&1
-export PYTHON=${PYTHON:-python3} PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-[ -d .gpu-wheels/tokenizers ] && export POLYVOX_TOKENIZER_DIR=$PWD/.gpu-wheels/tokenizers
-echo "== polyvox gpu_overload $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-nproc
-
-PACKAGES="numpy rich pyyaml sentencepiece tokenizers safetensors pytest fastapi uvicorn
-          websockets python-multipart soundfile httpx prometheus-client"
-$PYTHON -m pip install --quiet --no-index --find-links .gpu-wheels $PACKAGES \
-  || $PYTHON -m pip install --quiet --no-index --find-links .gpu-wheels \
-       --break-system-packages $PACKAGES || echo "pip install failed"
-$PYTHON -c "import torch, polyvox.server.app, polyvox.bench.remote; print('torch', torch.__version__)" \
-  || { echo "the server does not import here: stopping"; exit 1; }
+source "$(dirname "$0")/gpu_prelude.sh"
 
 echo "== cuda tests"
 timeout --signal=ABRT 100 $PYTHON -m pytest tests/gpu -q -p no:cacheprovider -rs -x
