@@ -91,6 +91,21 @@ def load_served(model: str, weights: str | None = None, tokenizer: str | None = 
     return serve_family(model, family, config, device)
 
 
+def length_cap_overrides(family: Any) -> dict[str, Any]:
+    """Per-request parameters that make a random-weight family run every request to its
+    length cap, for benchmarks (`polyvox bench` in process, `polyvox serve --no-eos`): its
+    end-of-speech head is noise, so requests would stop at random, most within a second,
+    and a benchmark would measure request setup instead of streaming; at the cap, audio
+    length follows the text as real speech's does. ValueError for trained weights (they
+    end speech where it ends) and for a family without an end-of-speech threshold."""
+    if not family.is_random:
+        raise ValueError("--no-eos is for random weights (benchmarks): trained weights end "
+                         "speech where the speech ends")
+    if "eos_threshold" not in {f.name for f in dataclasses.fields(family.make_params())}:
+        raise ValueError(f"{type(family).__name__} has no end-of-speech threshold to turn off")
+    return {"eos_threshold": float("inf")}
+
+
 def serve_family(model: str, family: Any, config: EngineConfig | None = None,
                  device: str = "cpu") -> Served:
     """An engine (with its default voice) around an already loaded family."""

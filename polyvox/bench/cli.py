@@ -86,10 +86,9 @@ class LoadedEngines:
         self.args, self.workdir = args, workdir
         self.families = {args.precision: family}
         self.device = device_settings(args.device, args.graphs, args.overlap)
-        # NOTE: random weights stop at an arbitrary EOS; with EOS off every request runs to
-        # the family's length cap, so audio length follows the text as real speech would.
-        self.overrides = ({"eos_threshold": float("inf")} if family.is_random
-                          else {})
+        from polyvox.serving import length_cap_overrides
+
+        self.overrides = length_cap_overrides(family) if family.is_random else {}
 
     def family(self, precision: str) -> Any:
         from polyvox.models.registry import load_model

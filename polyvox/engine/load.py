@@ -16,9 +16,12 @@ the listeners' buffers), never under `MIN_MARGIN`.
 
 Time is not all: a step that serves many streams at once (Piper starts whole clauses) can
 leave a fresh listener's thin buffer dry while the engine still has time to spare. So the
-model also remembers the fewest streams it saw a listener fall behind with, and predicts
+model also remembers the fewest streams it saw listeners fall behind with, and predicts
 fewer (trying one more after `FORGET_WINDOWS` windows that kept up, when its time
-allows); and it fits each new request's time to first
+allows). One window behind among many that kept up with as many streams or more is a
+hiccup (a pause of the host, a burst of HTTP work), not the load: a fall behind counts
+only where at least `BEHIND_SHARE` of the recent windows with that many streams or more
+fell behind. It also fits each new request's time to first
 audio against the streams already running (TTFA = idle + per_stream_ahead x streams), and
 predicts no more streams than keep that within `TTFA_FACTOR` times the idle TTFA (or
 `MIN_TTFA_TARGET_SECONDS`). Before there is enough to fit, and beyond
@@ -50,6 +53,9 @@ TTFA_FADING = 0.99  # weight of the past at each first audio (~100 requests reme
 # windows kept up (~5 minutes of load) after which one stream more than fell behind is
 # tried, if the engine's time allows: trying costs the tried stream's listeners a stall
 FORGET_WINDOWS = 300
+# a fall behind with N streams caps the prediction below N when at least this share of the
+# recent windows (faded as the fit's) with N streams or more fell behind
+BEHIND_SHARE = 0.1
 SPREAD_SIGMAS = 2.0  # margin = this many standard deviations of the relative error
 COLD_MARGIN = 0.25  # before there are MIN_WINDOWS windows
 
@@ -84,6 +90,8 @@ class LoadModel:
         # ever) when the time model says it fits
         self.fewest_behind: int | None = None
         self._windows_since_behind = 0
+        # recent windows by streams (rounded): faded counts of [kept up, fell behind]
+        self._windows_at: dict[int, list[float]] = {}
         # Faded sums for TTFA = idle + per_stream_ahead * (streams already running): count,
         # sum x, sum x^2, sum y, sum xy (one sample per request's first audio).
         self._ttfa = [0.0] * 5
@@ -130,13 +138,19 @@ class LoadModel:
                 self._sxx[i][j] = FADING * self._sxx[i][j] + features[i] * features[j]
         self._num_windows = FADING * self._num_windows + 1.0
         seen = math.floor(streams + 0.5)
-        if window.behind:
+        for counts in self._windows_at.values():
+            counts[0] *= FADING
+            counts[1] *= FADING
+        self._windows_at.setdefault(seen, [0.0, 0.0])[1 if window.behind else 0] += 1.0
+        # NOTE: a window behind where most recent windows with as many streams or more kept
+        # up is a hiccup: it neither caps the prediction nor counts as kept up.
+        if window.behind and self._behind_share(seen) >= BEHIND_SHARE:
             self.fewest_behind = seen if self.fewest_behind is None else min(self.fewest_behind,
                                                                              seen)
             # what kept up before (a calibration on an idle machine) does not any more
             self.most_kept_up = min(self.most_kept_up, self.fewest_behind - 1)
             self._windows_since_behind = 0
-        else:
+        elif not window.behind:
             self.most_kept_up = max(self.most_kept_up, seen)
             self._windows_since_behind += 1
             if (self.fewest_behind is not None and self._windows_since_behind >= FORGET_WINDOWS
@@ -146,6 +160,14 @@ class LoadModel:
                 self.fewest_behind += 1
                 self._windows_since_behind = 0
         self._fit()
+
+    def _behind_share(self, num_streams: int) -> float:
+        """Share of the recent windows with `num_streams` streams or more that fell behind."""
+        kept = behind = 0.0
+        for streams, (kept_at, behind_at) in self._windows_at.items():
+            if streams >= num_streams:
+                kept, behind = kept + kept_at, behind + behind_at
+        return behind / (kept + behind) if kept + behind > 0 else 0.0
 
     def _fit(self) -> None:
         """Least squares with both terms >= 0; with one N only (no spread to tell the two
@@ -234,7 +256,8 @@ class LoadModel:
         """What the model learned, as plain JSON-able values."""
         return {"sxx": self._sxx, "sxy": self._sxy, "num_windows": self._num_windows,
                 "most_kept_up": self.most_kept_up, "fewest_behind": self.fewest_behind,
-                "ttfa": self._ttfa}
+                "ttfa": self._ttfa,
+                "windows_at": {str(n): counts for n, counts in self._windows_at.items()}}
 
     def restore(self, state: dict[str, object]) -> None:
         """Start from a saved `state()`; ValueError when it is not one."""
@@ -246,6 +269,8 @@ class LoadModel:
             ttfa = [float(v) for v in state["ttfa"]]  # type: ignore[attr-defined]
             behind = state.get("fewest_behind")
             fewest_behind = None if behind is None else int(behind)  # type: ignore[call-overload]
+            windows_at = {int(n): [float(kept), float(fell)]  # absent in older files
+                          for n, (kept, fell) in dict(state.get("windows_at") or {}).items()}
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a saved load model: {error}") from None
         if len(sxx) != 2 or any(len(row) != 2 for row in sxx) or len(sxy) != 2 \
@@ -255,5 +280,7 @@ class LoadModel:
         self.most_kept_up = max(0, most_kept_up)
         self.fewest_behind = None if fewest_behind is None else max(1, fewest_behind)
         self._ttfa = ttfa
+        self._windows_at = {n: counts for n, counts in windows_at.items()
+                            if n >= 0 and all(map(math.isfinite, counts))}
         self._ttfa_capacity = self._ttfa_fit_capacity()
         self._fit()

@@ -35,7 +35,7 @@ from polyvox.server.errors import APIError, install_error_handlers
 from polyvox.server.metrics import engine_state
 from polyvox.server.state import ServerState
 from polyvox.server.voice_store import VoiceStore
-from polyvox.serving import DEFAULT_VOICE, Served, load_served
+from polyvox.serving import DEFAULT_VOICE, Served, length_cap_overrides, load_served
 
 log = logging.getLogger(__name__)
 ADMIT_EVERY_SECONDS = 0.1  # queued requests are let in at least this often
@@ -125,6 +125,8 @@ def _load_served(config: ServerConfig, load_path: Path) -> Served:
     served = load_served(config.model, weights=config.weights, tokenizer=config.tokenizer,
                          config=config.engine, device=config.device, seed=config.seed,
                          precision=config.precision)
+    if config.no_eos:
+        served.param_overrides = length_cap_overrides(served.family)
     if config.calibrate_seconds > 0:
         load_file.restore(served.engine.load, load_path)
     if config.calibrate_seconds > 0 and not served.engine.load.is_fitted:

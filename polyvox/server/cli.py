@@ -65,6 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     limits.add_argument("--ws-idle-seconds", type=float, default=300.0)
     limits.add_argument("--debug-state", action="store_true",
                         help="expose GET /debug/state (engine pools; for tests)")
+    limits.add_argument("--no-eos", action="store_true",
+                        help="random weights only, for benchmarks: every request runs to its "
+                        "length cap, as `polyvox bench` in process (random EOS stops most "
+                        "requests within a second)")
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -90,7 +94,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         max_wait_seconds=args.max_wait, calibrate_seconds=args.calibrate_seconds,
         max_input_chars=args.max_input_chars,
         max_voice_bytes=int(args.max_voice_mb * MiB), max_voice_seconds=args.max_voice_seconds,
-        ws_idle_seconds=args.ws_idle_seconds, debug_state=args.debug_state)
+        ws_idle_seconds=args.ws_idle_seconds, debug_state=args.debug_state,
+        no_eos=args.no_eos)
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -45,6 +45,8 @@ class ServerConfig:
     min_voice_seconds: float = 0.5
     ws_idle_seconds: float = 300.0  # a WebSocket session with no message for this long closes
     debug_state: bool = False  # expose GET /debug/state (engine pools, for tests)
+    # random weights only: every request runs to its length cap (serving.length_cap_overrides)
+    no_eos: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_streams", "max_input_chars", "max_stream_chars", "max_body_bytes",

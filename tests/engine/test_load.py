@@ -148,3 +148,49 @@ def test_no_stream_more_is_tried_while_the_engine_has_no_time_for_it() -> None:
     _feed_ar(model, 0.02, 0.02, [3], behind=True)
     _feed_ar(model, 0.02, 0.02, [2], steps_each=20000)  # far past FORGET_WINDOWS
     assert model.fewest_behind == 3 and model.capacity() == 2
+
+
+def _one_window(model: LoadModel, num_streams: int, behind: bool) -> None:
+    """Steps of `num_streams` rows (0.01 s + 0.001 s per row) that close one window."""
+    step = 0.01 + 0.001 * num_streams
+    steps = max(math.ceil(1.0 / step), math.ceil(2.0 / (num_streams * FRAME_SECONDS)))
+    _feed_ar(model, 0.01, 0.001, [num_streams], steps_each=steps, behind=behind)
+
+
+def test_one_window_behind_among_many_that_kept_up_with_more_streams_is_a_hiccup() -> None:
+    """A GPU server learned 24 streams, then one window with 3 streams fell behind (a host
+    pause): believing it capped the prediction at 2 on an H200. It is a hiccup."""
+    model = LoadModel()
+    _feed_ar(model, 0.01, 0.001, [1, 2, 4, 8, 16, 24])
+    before = model.capacity()
+    assert before >= 24
+    _one_window(model, 3, behind=True)
+    assert model.fewest_behind is None and model.capacity() == before
+
+
+def test_listeners_falling_behind_again_and_again_cap_within_a_few_windows() -> None:
+    model = LoadModel()
+    _feed_ar(model, 0.01, 0.001, [1, 2, 4, 8, 16, 24])
+    windows = 0
+    while model.fewest_behind is None:  # the machine got busier: 24 no longer keep up
+        _one_window(model, 24, behind=True)
+        windows += 1
+        assert windows <= 5
+    assert model.fewest_behind == 24 and model.capacity() == 23
+
+
+def test_the_evidence_of_falling_behind_survives_a_restart_and_older_files_load() -> None:
+    model = LoadModel()
+    _feed_ar(model, 0.01, 0.001, [1, 2, 4, 8], steps_each=2000)
+    _one_window(model, 8, behind=True)  # a hiccup
+    restored = LoadModel()
+    restored.restore(json.loads(json.dumps(model.state())))
+    assert restored.fewest_behind is None and restored.capacity() == model.capacity()
+    # windows behind count the same after the restart as before it
+    for _ in range(4):
+        for each in (model, restored):
+            _one_window(each, 8, behind=True)
+        assert restored.fewest_behind == model.fewest_behind
+    assert model.fewest_behind == 8
+    older = {key: value for key, value in model.state().items() if key != "windows_at"}
+    LoadModel().restore(older)  # a file saved before the evidence was kept
