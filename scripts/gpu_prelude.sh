@@ -10,7 +10,7 @@ echo "== polyvox $(basename "$0") $(date -u +%FT%TZ) commit $(git rev-parse --sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 echo "cpus: $(nproc)"
 PACKAGES="numpy rich pyyaml sentencepiece tokenizers safetensors pytest fastapi uvicorn
-          websockets python-multipart soundfile httpx prometheus-client py-spy"
+          websockets python-multipart soundfile httptools uvloop httpx prometheus-client py-spy"
 $PYTHON -m pip install --quiet --no-index --find-links .gpu-wheels $PACKAGES \
   || $PYTHON -m pip install --quiet --no-index --find-links .gpu-wheels \
        --break-system-packages $PACKAGES || echo "pip install failed"

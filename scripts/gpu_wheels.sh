@@ -11,7 +11,7 @@ PY_VERSION=${PY_VERSION:-3.12}
 # (scripts/gpu_overload.sh): fastapi, uvicorn, websockets, python-multipart, soundfile and
 # what they pull in (pydantic's compiled core, cffi).
 PACKAGES=(numpy rich pyyaml sentencepiece tokenizers safetensors pytest
-          fastapi uvicorn websockets python-multipart soundfile)
+          fastapi uvicorn websockets python-multipart soundfile httptools uvloop)
 python3 -m pip download --quiet --dest .gpu-wheels --only-binary=:all: \
   --python-version "$PY_VERSION" --implementation cp --abi "cp${PY_VERSION/./}" \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

@@ -12,6 +12,7 @@ Every encoder resamples first when the client asked for another rate than the mo
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 from dataclasses import dataclass
@@ -46,8 +47,11 @@ FORMATS = {
 }
 
 
-def available_formats() -> list[str]:
-    """The formats this machine's libsndfile can write (pcm and wav always)."""
+@functools.cache
+def available_formats() -> tuple[str, ...]:
+    """The formats this machine's libsndfile can write (pcm and wav always). Asked once:
+    libsndfile lists its formats slowly, and every request checks its format (a third
+    of the event loop's time at 100 requests a second, when asked per request)."""
     names = []
     for spec in FORMATS.values():
         if spec.soundfile_format is not None:
@@ -55,7 +59,7 @@ def available_formats() -> list[str]:
             if subtype not in soundfile.available_subtypes(major):
                 continue
         names.append(spec.name)
-    return names
+    return tuple(names)
 
 
 def format_error(name: str) -> str | None:
@@ -64,8 +68,9 @@ def format_error(name: str) -> str | None:
         return None
     if name in FORMATS:
         return (f"response format {name!r} needs an encoder this server's libsndfile "
-                f"({soundfile.__libsndfile_version__}) lacks; use one of {available_formats()}")
-    return f"unsupported response format {name!r}; use one of {available_formats()}"
+                f"({soundfile.__libsndfile_version__}) lacks; use one of {list(available_formats())}")
+    return (f"unsupported response format {name!r}; use one of "
+            f"{list(available_formats())}")
 
 
 def output_rate(name: str, model_rate: int, requested: int | None) -> int:
