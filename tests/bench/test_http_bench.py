@@ -25,6 +25,7 @@ from polyvox.bench.records import (  # noqa: E402
     records_to_json,
 )
 from polyvox.bench.remote import connect_client  # noqa: E402
+from polyvox.bench.workloads import run_closed_loop  # noqa: E402
 from polyvox.cli import build_parser  # noqa: E402
 
 TEXT = "Please remember to water the tomatoes before you leave for the weekend."
@@ -178,3 +179,17 @@ def test_an_open_loop_run_over_the_websocket(server: Server, tmp_path: Path) -> 
     assert open_row["mode"] == "server-ws" and open_row["concurrency"] == 0
     assert open_row["requests"] >= 1 and open_row["errors"] == 0
     assert open_row["audio_seconds"] > 0 and open_row["ttfa_p50_ms"] > 0
+
+
+def test_http_callers_each_hold_one_connection_reused_across_their_requests(
+        server: Server) -> None:
+    """A closed loop of 3 callers x 3 requests: 3 HTTP clients, each reused, so no caller's
+    request scans the others' connections (httpx's shared pool does, per request)."""
+    async def run() -> tuple[list[RequestRecord], int]:
+        async with connect_client(server.url, "http", None) as client:
+            records, _ = await run_closed_loop(client.speak, _texts, 3, 3, "server-http")
+            return records, client.num_http_clients
+
+    records, num_clients = asyncio.run(run())
+    assert len(records) == 9 and all(record.is_ok for record in records)
+    assert num_clients == 3

@@ -315,8 +315,7 @@ async def _burst(server: Server, count: int) -> list:
 
     info = ServerInfo(server.url, MODEL, SAMPLE_RATE)
     text = "A burst of callers, all at once. Each one wants an answer now."
-    async with httpx.AsyncClient(timeout=120) as http:
-        client = RemoteClient(http, info, "http", None)
+    async with RemoteClient(info, "http", None) as client:
         return list(await asyncio.gather(*(client.speak(text, index, "burst", count,
                                                          f"burst-{index}")
                                            for index in range(count))))
