@@ -2,8 +2,10 @@
 before the first caller arrives (a cold load model would let a burst in a stream at a
 time while it learned, or, trusting nothing, let everyone in and stall them).
 
-Levels of 1, 2, 4, ... concurrent requests of a fixed paragraph run through the real
-engine (its steps feed the load model as served requests' do) until the model predicts
+Levels of 1, 2, 4, ... concurrent callers run through the real engine (its steps feed the
+load model as served requests' do), each speaking short sentences back to back as a voice
+agent's callers do, so that a level pays for requests starting (prefill, a fresh
+listener's thin first buffer) and not only for streams already playing, until the model predicts
 the engine is full, the level reaches `max_streams`, or the time is up. Listeners are
 simulated by the engine's own clock: a level whose streams fell behind real time does
 not count as kept up. Every request is aborted at the end of its level: nothing stays
@@ -22,11 +24,19 @@ from polyvox.engine.load import LoadModel
 WARM_UP_SECONDS = 0.3
 LEVEL_SECONDS = 3.0  # of steady load per level, after every stream's first audio
 
-# Long enough that no request of a level ends before the level does.
-PARAGRAPH = ("Thank you for calling. Your order shipped this morning and should arrive on "
-             "Thursday, between nine and five. If you need to change the address, I can do "
-             "that for you now, or you can reply to the email we sent with the tracking "
-             "number. Is there anything else I can help you with today?")
+# NOTE: one long paragraph per caller made levels of streams already deep into their
+# audio, with no request starting within a level, unlike served traffic. Replies of a few
+# seconds each, one to three clauses, turn every caller over about once a level.
+SENTENCES = (
+    "Thank you for calling, how can I help you today?",
+    "Your order shipped this morning and should arrive on Thursday.",
+    "I can change the delivery address for you now, if you like.",
+    "Let me check that for you. It will only take a moment.",
+    "The refund was issued yesterday; it can take three to five days to appear.",
+    "Is there anything else I can help you with?",
+    "I have booked the appointment for Monday at ten in the morning.",
+    "Sorry about the wait. I found your account, and the payment went through.",
+)
 
 
 def calibrate(engine: Engine, voice: str, make_params: Any, max_streams: int,
@@ -66,7 +76,8 @@ def _run_level(engine: Engine, voice: str, make_params: Any, num_streams: int,
     request has its first audio, for `seconds` or until `deadline`. True when a listener
     fell behind meanwhile."""
     seeds = itertools.count()
-    requests = [engine.add_request(PARAGRAPH, voice, make_params(seed=next(seeds)))
+    texts = itertools.cycle(SENTENCES)
+    requests = [engine.add_request(next(texts), voice, make_params(seed=next(seeds)))
                 for _ in range(num_streams)]
     load = engine.load
     load.is_learning = False
@@ -78,7 +89,7 @@ def _run_level(engine: Engine, voice: str, make_params: Any, num_streams: int,
             fell_behind = fell_behind or (load.is_learning and engine.num_behind > 0)
             for index, request in enumerate(requests):
                 if request.status.is_done:
-                    requests[index] = engine.add_request(PARAGRAPH, voice,
+                    requests[index] = engine.add_request(next(texts), voice,
                                                          make_params(seed=next(seeds)))
             if not load.is_learning and all(r.first_audio_time is not None for r in requests):
                 load.is_learning = True

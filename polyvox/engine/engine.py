@@ -95,6 +95,7 @@ class Engine:
         self.num_behind = 0  # listeners whose audio ran out (slack < 0) after the last step
         self.load = LoadModel()  # what the engine sustains, learned from its steps
         self._samples_made = 0  # audio samples delivered in the current step
+        self._ran_dry: set[str] = set()  # requests whose listener stalled during this step
         # The overlapped loop: the AR step whose EOS logits are not read yet, and chunks
         # (audio or clause marks) decided but not yet delivered, in order.
         self._in_flight: InFlightStep | None = None
@@ -238,6 +239,7 @@ class Engine:
         began = time.perf_counter()
         num_streams = sum(1 for r in self.scheduler.running if r.has_work)
         self._samples_made = 0
+        self._ran_dry.clear()
         plan = self.scheduler.plan()
         costs = self.scheduler.costs
         started = time.perf_counter()
@@ -346,11 +348,13 @@ class Engine:
                 current.void.add(later)
 
     def _count_behind(self) -> None:
-        """How many listeners with audio still to come are behind: their audio has run out
-        (slack < 0), so a player that started at the first chunk has stalled. Read by
-        admission control (from any thread) and by the load model."""
+        """How many listeners are behind: their audio has run out now (slack < 0, audio
+        still to come), or it ran out during this step before their next chunk came; a
+        player that started at the first chunk has stalled either way. Read by admission
+        control (from any thread) and by the load model."""
         now, rate = _now(), self.family.audio.sample_rate
-        self.num_behind = sum(1 for r in self.scheduler.running if r.is_behind(now, rate))
+        behind = {r.request_id for r in self.scheduler.running if r.is_behind(now, rate)}
+        self.num_behind = len(behind | self._ran_dry)
 
     def _advance(self, request: Request, latent: torch.Tensor, eos_logit: float) -> None:
         """Apply one step's result: keep the frame, or end the clause (pocket-tts' rule:
@@ -423,6 +427,12 @@ class Engine:
         chunk = AudioChunk(request.request_id, samples, self.family.audio.sample_rate,
                            pending.index, created=_now(), clause_index=pending.clause_index,
                            ends_clause=pending.ends_clause, word_frames=pending.word_frames)
+        if (samples.numel() and request.first_audio_time is not None
+                and request.slack(chunk.created, self.family.audio.sample_rate) < 0):
+            # NOTE: the listener ran out before this chunk came, so its player stalled,
+            # although its slack counted after the step may be positive again (a long
+            # step that ends with a whole clause of audio hides the stall)
+            self._ran_dry.add(request.request_id)
         if request.first_audio_time is None and samples.numel():
             request.first_audio_time = chunk.created
             if request.streams_ahead is not None:

@@ -201,3 +201,23 @@ def test_listeners_behind_real_time_are_counted(family) -> None:
     run_to_completion(engine)
     engine.step()
     assert engine.num_behind == 0  # finished streams are not behind anyone
+
+
+def test_a_listener_that_ran_dry_before_its_next_chunk_is_counted_behind(family) -> None:
+    """A stall that a big chunk hides: the listener's audio ran out before the step's
+    chunk came, so its player stalled, though after the step its audio is ahead of its
+    clock again. Admission and the load model must still hear of it."""
+    engine = piper_engine(family)
+    engine.add_request(TEXTS[3], "default", family.make_params(seed=0), request_id="a")
+    request = engine.requests["a"]
+    while request.first_audio_time is None:
+        engine.step()
+    rate = family.audio.sample_rate
+    samples = request.num_samples
+    request.first_audio_time -= request.audio_seconds(rate) + 0.02  # ran dry 20 ms ago
+    while request.num_samples == samples:
+        engine.step()
+    assert request.slack(time.monotonic(), rate) > 0  # the next chunk refilled it
+    assert engine.num_behind == 1
+    engine.step()
+    assert engine.num_behind == 0  # on time since
