@@ -11,10 +11,12 @@
 #
 # OVERLOAD_STREAMS=N uses N as the capacity instead of the learned limit; PORT (default
 # 8791) is the server's port; PYTHON the interpreter (default: .venv's, else python3).
+# OPEN_RATES="3,9,28" adds open-loop rounds at those arrival rates (requests a second) for
+# each burstiness in BURSTINESS (default "1,4": Poisson, and gamma gaps of shape 1/4).
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: OUT_DIR ROUNDS FACTORS SECONDS [serve options]}")
 ROUNDS=${2:?rounds}
-FACTORS=${3:?factors, e.g. 1,3,10}
+FACTORS=${3?factors, e.g. 1,3,10 (empty: open loop only)}
 SECONDS_PER_RUN=${4:?seconds per run}
 shift 4
 cd "$(dirname "$0")/.."
@@ -59,6 +61,21 @@ for round in $(seq 1 "$ROUNDS"); do
     bench "run-${factor}x-$round" "$factor"
   done
 done
+open_loop() {  # open_loop NAME RATE BURSTINESS
+  echo "== $1: $2 requests/s, burstiness $3"
+  $PY -m polyvox.cli bench --url "$URL" --concurrency 1 --requests 4 --rate "$2" \
+    --duration "$SECONDS_PER_RUN" --burstiness "$3" --json "$OUT/$1.json" >/dev/null 2>&1 \
+    || echo "   failed"
+}
+if [ -n "${OPEN_RATES:-}" ]; then
+  for round in $(seq 1 "$ROUNDS"); do
+    for rate in ${OPEN_RATES//,/ }; do
+      for burstiness in $(echo "${BURSTINESS:-1,4}" | tr , ' '); do
+        open_loop "open-${rate}-${burstiness}-$round" "$rate" "$burstiness"
+      done
+    done
+  done
+fi
 echo "== final: $(ready)"
 
 $PY - "$OUT" "$CAPACITY" <<'EOF' | tee "$OUT/summary.txt"
@@ -82,5 +99,23 @@ for factor, runs in sorted(by_factor.items()):
     print(f"{factor:g}x ({len(runs)} runs): " + ", ".join(
         f"{key} {row[key]['median']:.3g} [{row[key]['min']:.3g}-{row[key]['max']:.3g}]"
         for key in keys if row[key]["median"] is not None))
+summary["open"] = {}
+by_load = {}
+for path in sorted(glob.glob(os.path.join(out, "open-*.json"))):
+    _, rate, burstiness, _ = os.path.basename(path)[:-5].split("-")
+    report = json.load(open(path))
+    by_load.setdefault((float(rate), float(burstiness)), []).append(report["rows"][-1])
+open_keys = ("underruns", "viability", "ttfa_p90_ms", "goodput", "request_throughput",
+             "rejected", "requests", "errors")
+for (rate, burstiness), rows in sorted(by_load.items()):
+    row = {}
+    for key in open_keys:
+        values = [r[key] for r in rows if r.get(key) is not None]
+        row[key] = {"median": statistics.median(values) if values else None,
+                    "min": min(values, default=None), "max": max(values, default=None)}
+    summary["open"][f"{rate:g}/s, burstiness {burstiness:g}"] = row
+    print(f"open {rate:g}/s burstiness {burstiness:g} ({len(rows)} runs): " + ", ".join(
+        f"{key} {row[key]['median']:.3g} [{row[key]['min']:.3g}-{row[key]['max']:.3g}]"
+        for key in open_keys if row[key]["median"] is not None))
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 EOF
