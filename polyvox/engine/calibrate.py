@@ -44,8 +44,9 @@ def calibrate(engine: Engine, voice: str, make_params: Any, max_streams: int,
     """Run levels on `engine` (idle, not yet serving) for about `seconds` of wall time at
     most; returns the capacity the load model then predicts.
 
-    Levels double (1, 2, 4, ...) until one falls behind (a listener's buffer runs out) or the model predicts the next would not fit; then
-    they bisect between the most that kept up and the fewest that fell behind.
+    Levels double (1, 2, 4, ...) until one falls behind (a listener's buffer runs out) or
+    the model predicts the next would not fit; then they bisect between the most that
+    kept up and the fewest that fell behind.
     """
     # NOTE: a stage's first calls are slow (kernels chosen, buffers allocated): a short
     # first run warms them, and the model forgets it.
