@@ -103,3 +103,25 @@ def _run_level(engine: Engine, voice: str, make_params: Any, num_streams: int,
             engine.step()
         load.is_learning = True
     return fell_behind
+
+
+WARM_UP_TEXT = "Hello, how can I help you?"
+
+
+def warm_up(engine: Engine, voice: str, params: Any) -> None:
+    """One short request on `engine` (idle, not yet serving) to its first audio, then
+    aborted: the compiled kernels are loaded (or built) and every stage makes its first
+    call now, not while the first caller waits. The load model learns nothing from it."""
+    load = engine.load
+    was_learning, load.is_learning = load.is_learning, False
+    request = engine.add_request(WARM_UP_TEXT, voice, params)
+    try:
+        while request.first_audio_time is None and not request.status.is_done:
+            engine.step()
+    finally:
+        engine.abort(request.request_id)
+        while engine.has_work():  # let the abort take effect
+            engine.step()
+        load.is_learning = was_learning
+    if not engine.is_idle() or not engine.check_integrity():
+        raise RuntimeError("the warm-up left the engine holding work: a bug, please report")

@@ -121,7 +121,7 @@ class LoadModel:
     def observe_first_audio(self, streams_ahead: int, seconds: float) -> None:
         """A request's first audio came `seconds` after it reached the engine, where
         `streams_ahead` streams were already running."""
-        if seconds <= 0:
+        if seconds <= 0 or not self.is_learning:
             return
         x = float(streams_ahead)
         for index, value in enumerate((1.0, x, x * x, seconds, x * seconds)):

@@ -25,7 +25,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from polyvox.engine.calibrate import calibrate
+from polyvox.engine.calibrate import calibrate, warm_up
 from polyvox.engine.threads import single_threaded_openmp
 from polyvox.server import load_file, page, speech, voices, websocket
 from polyvox.server.auth import require_api_key
@@ -35,18 +35,24 @@ from polyvox.server.errors import APIError, install_error_handlers
 from polyvox.server.metrics import engine_state
 from polyvox.server.state import ServerState
 from polyvox.server.voice_store import VoiceStore
-from polyvox.serving import DEFAULT_VOICE, Served, length_cap_overrides, load_served
+from polyvox.serving import DEFAULT_VOICE, Served, length_cap_overrides, serve_family
+from polyvox.startup import StartupTimes
 
 log = logging.getLogger(__name__)
 ADMIT_EVERY_SECONDS = 0.1  # queued requests are let in at least this often
 SAVE_LOAD_EVERY_TICKS = 300  # the load model is saved every 30 s
 
 
-def create_app(config: ServerConfig, on_ready: Callable[[Served], None] | None = None,
-               on_fatal: Callable[[str], None] | None = None) -> FastAPI:
+def create_app(config: ServerConfig,
+               on_ready: Callable[[Served, StartupTimes], None] | None = None,
+               on_fatal: Callable[[str], None] | None = None,
+               process_seconds: float | None = None) -> FastAPI:
     """`on_ready` runs once the model is loaded; `on_fatal` when it cannot be (the CLI
-    stops the server then)."""
+    stops the server then). `process_seconds`: how long the process ran before (the
+    CLI's imports and setup), the first phase of the start's report."""
     state = ServerState(config)
+    if process_seconds is not None:
+        state.startup.add("process", process_seconds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -77,12 +83,13 @@ def create_app(config: ServerConfig, on_ready: Callable[[Served], None] | None =
     return app
 
 
-async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
+async def _load(state: ServerState, on_ready: Callable[[Served, StartupTimes], None] | None,
                 on_fatal: Callable[[str], None] | None) -> None:
     config = state.config
     try:
         state.load_path = load_file.load_file(config)
-        served = await asyncio.to_thread(_load_served, config, state.load_path)
+        served = await asyncio.to_thread(_load_served, config, state.load_path,
+                                         state.startup)
         served.start()
         state.loaded = served
         state.admission.pressure = lambda: served.engine.num_behind > 0
@@ -90,7 +97,8 @@ async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
             state.admission.capacity = lambda: served.engine.load.capacity()
         state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,
                                   config.min_voice_seconds)
-        await state.voices.load()
+        with state.startup.measure("voices"):
+            await state.voices.load()
     except Exception as error:  # noqa: BLE001 - reported, and the server stops
         reason = error.args[0] if isinstance(error, KeyError) and error.args else error
         state.load_error = f"cannot load model {config.model!r}: {reason}"
@@ -100,7 +108,7 @@ async def _load(state: ServerState, on_ready: Callable[[Served], None] | None,
         return
     state.admission.is_ready = True
     if on_ready is not None:
-        on_ready(served)
+        on_ready(served, state.startup)
 
 
 async def _admit_periodically(state: ServerState) -> None:
@@ -117,14 +125,19 @@ async def _admit_periodically(state: ServerState) -> None:
                                     state.load_path)
 
 
-def _load_served(config: ServerConfig, load_path: Path) -> Served:
+def _load_served(config: ServerConfig, load_path: Path, startup: StartupTimes) -> Served:
     """The model, with what admission needs to know about it (the load model saved by an
-    earlier start, else a short calibration), on a helper thread, which then gives up its
-    OpenMP workers: they would slow the engine thread's parallel regions
-    (polyvox/engine/threads.py)."""
-    served = load_served(config.model, weights=config.weights, tokenizer=config.tokenizer,
-                         config=config.engine, device=config.device, seed=config.seed,
-                         precision=config.precision)
+    earlier start, else a short calibration), warmed up, on a helper thread, which then
+    gives up its OpenMP workers: they would slow the engine thread's parallel regions
+    (polyvox/engine/threads.py). Each phase's time goes to `startup`."""
+    from polyvox.models.registry import load_model
+
+    with startup.measure("model"):
+        family = load_model(config.model, weights=config.weights, tokenizer=config.tokenizer,
+                            seed=config.seed, device=config.device,
+                            precision=config.precision)
+    with startup.measure("engine"):
+        served = serve_family(config.model, family, config.engine, config.device)
     if config.no_eos:
         served.param_overrides = length_cap_overrides(served.family)
     if config.calibrate_seconds > 0:
@@ -133,10 +146,13 @@ def _load_served(config: ServerConfig, load_path: Path) -> Served:
         log.warning("calibrating admission: up to %g s of synthetic load to learn what the "
                     "engine sustains (once: saved in %s)", config.calibrate_seconds,
                     load_path)
-        capacity = calibrate(served.engine, DEFAULT_VOICE, served.params, config.max_streams,
-                             config.calibrate_seconds)
+        with startup.measure("calibration"):
+            capacity = calibrate(served.engine, DEFAULT_VOICE, served.params,
+                                 config.max_streams, config.calibrate_seconds)
         log.info("calibrated: the engine is predicted to sustain %d streams", capacity)
         load_file.save(served.engine.load, load_path)
+    with startup.measure("warm-up"):
+        warm_up(served.engine, DEFAULT_VOICE, served.params(seed=0))
     single_threaded_openmp()
     return served
 
@@ -158,7 +174,8 @@ def _service_router(config: ServerConfig) -> APIRouter:
                              "sample_rate": served.sample_rate,
                              "streams": admission.num_running, "queued": admission.num_queued,
                              "limit": admission.current_limit,
-                             "headroom": admission.headroom})
+                             "headroom": admission.headroom,
+                             "startup_seconds": state.startup.phases})
 
     @router.get("/v1/models", dependencies=protected)
     async def list_models(request: Request) -> dict[str, Any]:

@@ -103,6 +103,7 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from polyvox.server.app import create_app
+    from polyvox.startup import seconds_since_process_start
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -115,13 +116,15 @@ def serve(args: argparse.Namespace) -> int:
         if server is not None:
             server.should_exit = True
 
-    def on_ready(served: Any) -> None:
+    def on_ready(served: Any, startup: Any) -> None:
         if served.family.is_random:
             print(f"note: no weights found for {served.name}: it runs with random weights, so "
                   "the audio is noise (pass --weights)", file=sys.stderr, flush=True)
+        print(f"polyvox: {startup.describe()}", flush=True)
         print(_how_to_call(args, served.name), flush=True)
 
-    app = create_app(config, on_ready=on_ready, on_fatal=on_fatal)
+    app = create_app(config, on_ready=on_ready, on_fatal=on_fatal,
+                     process_seconds=seconds_since_process_start())
     server = uvicorn.Server(uvicorn.Config(
         app, host=args.host, port=args.port, log_level=args.log_level,
         access_log=args.access_log, ws_max_size=2**20, timeout_graceful_shutdown=5))

@@ -12,6 +12,7 @@ import numpy as np
 
 from polyvox.engine.engine import EngineError
 from polyvox.request import AudioChunk
+from polyvox.startup import StartupTimes
 from polyvox.server.admission import Admission, Rejected, Ticket
 from polyvox.server.config import ServerConfig
 from polyvox.server.errors import APIError
@@ -30,6 +31,7 @@ class ServerState:
         self.voices: VoiceStore | None = None  # once the model is loaded
         self.load_error: str | None = None
         self.load_path: Path | None = None  # the engine's saved load model (load_file.py)
+        self.startup = StartupTimes()  # how long loading took, by phase (polyvox/startup.py)
 
     @property
     def served(self) -> Served:

@@ -281,6 +281,7 @@ def test_a_burst_beyond_the_predicted_capacity_is_refused_fast_and_the_admitted_
 
     data_dir = tmp_path / "data"
     first = start_server(tmp_path, "--calibrate-seconds", "1", data_dir=data_dir)
+    assert "calibration" in httpx.get(f"{first.url}/ready").json()["startup_seconds"]
     first.stop()
     saved = list((data_dir / "load").glob("*.json"))
     assert len(saved) == 1  # the calibration was saved for the next start
@@ -288,7 +289,9 @@ def test_a_burst_beyond_the_predicted_capacity_is_refused_fast_and_the_admitted_
     server = start_server(tmp_path, "--calibrate-seconds", "1", "--max-wait", "0.5",
                           "--debug-state", data_dir=data_dir)
     try:
-        assert httpx.get(f"{server.url}/ready").json()["limit"] == 2
+        ready = httpx.get(f"{server.url}/ready").json()
+        assert ready["limit"] == 2
+        assert "calibration" not in ready["startup_seconds"]  # the saved one was used
         assert "polyvox_admission_headroom_streams 2.0" in httpx.get(
             f"{server.url}/metrics").text
         records = asyncio.run(_burst(server, 10))
