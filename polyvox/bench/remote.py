@@ -83,7 +83,7 @@ class RemoteClient:
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._idle: list[httpx.AsyncClient] = []  # clients no request holds now
         self.num_http_clients = 0  # made so far: the most HTTP requests in flight at once
-        self._closing: list[httpx.AsyncClient] = []
+        self._made: list[httpx.AsyncClient] = []  # every client made, closed at the end
         self._tls = ssl.create_default_context()  # shared: making one per client is slow
 
     async def __aenter__(self) -> RemoteClient:
@@ -93,7 +93,7 @@ class RemoteClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        clients, self._closing, self._idle = self._closing, [], []
+        clients, self._made, self._idle = self._made, [], []
         for client in clients:
             await client.aclose()
 
@@ -103,7 +103,7 @@ class RemoteClient:
             client = self._idle.pop()
         else:
             client = new_http_client(self._tls)
-            self._closing.append(client)
+            self._made.append(client)
             self.num_http_clients += 1
         try:
             yield client
