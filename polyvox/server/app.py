@@ -15,6 +15,7 @@ at startup, so /health answers at once and /ready says when requests will be tak
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -88,8 +89,12 @@ async def _load(state: ServerState, on_ready: Callable[[Served, StartupTimes], N
     config = state.config
     try:
         state.load_path = load_file.load_file(config)
+        # the resampler's scipy.signal loads beside the model (resample.py)
+        preloading = asyncio.create_task(asyncio.to_thread(importlib.import_module,
+                                                           "scipy.signal"))
         served = await asyncio.to_thread(_load_served, config, state.load_path,
                                          state.startup)
+        await preloading
         served.start()
         state.loaded = served
         state.admission.pressure = lambda: served.engine.num_behind > 0
