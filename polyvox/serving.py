@@ -21,6 +21,7 @@ import torch
 from polyvox.config import EngineConfig
 from polyvox.engine.async_engine import AsyncEngine
 from polyvox.engine.engine import Engine, EngineError
+from polyvox.startup import StartupTimes
 
 VOICE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 DEFAULT_VOICE = "default"
@@ -82,13 +83,18 @@ def check_voice_id(voice_id: str) -> str:
 
 def load_served(model: str, weights: str | None = None, tokenizer: str | None = None,
                 config: EngineConfig | None = None, device: str = "cpu",
-                seed: int = 0, precision: str = "float32") -> Served:
-    """Load a model by name and put an engine around it, with its default voice."""
+                seed: int = 0, precision: str = "float32",
+                startup: StartupTimes | None = None) -> Served:
+    """Load a model by name and put an engine around it, with its default voice; the
+    seconds of each ("model", "engine") go to `startup` when given."""
     from polyvox.models.registry import load_model
 
-    family = load_model(model, weights=weights, tokenizer=tokenizer, seed=seed, device=device,
-                        precision=precision)
-    return serve_family(model, family, config, device)
+    startup = startup or StartupTimes()
+    with startup.measure("model"):
+        family = load_model(model, weights=weights, tokenizer=tokenizer, seed=seed,
+                            device=device, precision=precision)
+    with startup.measure("engine"):
+        return serve_family(model, family, config, device)
 
 
 def length_cap_overrides(family: Any) -> dict[str, Any]:

@@ -11,32 +11,10 @@
 # runs. Results go in docs/perf.md by hand (date, card, command).
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: scripts/gpu_check.sh OUT_DIR}")
-mkdir -p "$OUT"
-cd "$(dirname "$0")/.."
-exec > >(tee -a "$OUT/gpu_check.log") 2>&1
-PY=${PYTHON:-python3}
 BUDGET=${GPU_CHECK_SECONDS:-470}  # all steps together
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
-# Tokenizers for the random-weight models, trained by scripts/gpu_wheels.sh.
-[ -d .gpu-wheels/tokenizers ] && export POLYVOX_TOKENIZER_DIR=$PWD/.gpu-wheels/tokenizers
-
-echo "== polyvox gpu_check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
-  | tee "$OUT/gpu.txt" || echo "nvidia-smi: not available"
-
-NEEDED="numpy rich yaml sentencepiece tokenizers safetensors pytest"
-if ! $PY -c "import ${NEEDED// /, }" 2>/dev/null; then
-  if [ -d .gpu-wheels ]; then
-    echo "== installing from .gpu-wheels"
-    PACKAGES="numpy rich pyyaml sentencepiece tokenizers safetensors pytest"
-    $PY -m pip install --quiet --no-index --find-links .gpu-wheels $PACKAGES \
-      || $PY -m pip install --quiet --no-index --find-links .gpu-wheels \
-           --break-system-packages $PACKAGES \
-      || echo "pip install failed"
-  else
-    echo "missing packages and no .gpu-wheels/ (run scripts/gpu_wheels.sh where PyPI is reachable)"
-  fi
-fi
+export PYTHONFAULTHANDLER=1
+source "$(dirname "$0")/gpu_prelude.sh"
+PY=$PYTHON
 $PY - <<'EOF' | tee "$OUT/env.json"
 import json, platform, torch
 print(json.dumps({

@@ -82,9 +82,13 @@ class RemoteClient:
         self.info, self.transport = info, transport
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._idle: list[httpx.AsyncClient] = []  # clients no request holds now
-        self.num_http_clients = 0  # made so far: the most HTTP requests in flight at once
         self._made: list[httpx.AsyncClient] = []  # every client made, closed at the end
         self._tls = ssl.create_default_context()  # shared: making one per client is slow
+
+    @property
+    def num_http_clients(self) -> int:
+        """HTTP clients made so far: the most HTTP requests in flight at once."""
+        return len(self._made)
 
     async def __aenter__(self) -> RemoteClient:
         return self
@@ -104,7 +108,6 @@ class RemoteClient:
         else:
             client = new_http_client(self._tls)
             self._made.append(client)
-            self.num_http_clients += 1
         try:
             yield client
         finally:

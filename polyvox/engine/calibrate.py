@@ -65,8 +65,7 @@ def calibrate(engine: Engine, voice: str, make_params: Any, max_streams: int,
             level = min(2 * level, max_streams)
         else:
             level = (kept_up + min(fell_behind, max_streams + 1)) // 2
-    if not engine.is_idle() or not engine.check_integrity():
-        raise RuntimeError("calibration left the engine holding work: a bug, please report")
+    _check_left_nothing(engine, "calibration")
     return load.capacity()
 
 
@@ -97,10 +96,7 @@ def _run_level(engine: Engine, voice: str, make_params: Any, num_streams: int,
                 until = min(deadline, time.perf_counter() + seconds)
     finally:
         load.is_learning = False
-        for request in requests:
-            engine.abort(request.request_id)
-        while engine.has_work():  # let the aborts take effect (they end between steps)
-            engine.step()
+        _abort_and_drain(engine, [request.request_id for request in requests])
         load.is_learning = True
     return fell_behind
 
@@ -119,9 +115,19 @@ def warm_up(engine: Engine, voice: str, params: Any) -> None:
         while request.first_audio_time is None and not request.status.is_done:
             engine.step()
     finally:
-        engine.abort(request.request_id)
-        while engine.has_work():  # let the abort take effect
-            engine.step()
+        _abort_and_drain(engine, [request.request_id])
         load.is_learning = was_learning
+    _check_left_nothing(engine, "the warm-up")
+
+
+def _abort_and_drain(engine: Engine, request_ids: list[str]) -> None:
+    """Abort these requests and step until the aborts took effect (between steps)."""
+    for request_id in request_ids:
+        engine.abort(request_id)
+    while engine.has_work():
+        engine.step()
+
+
+def _check_left_nothing(engine: Engine, what: str) -> None:
     if not engine.is_idle() or not engine.check_integrity():
-        raise RuntimeError("the warm-up left the engine holding work: a bug, please report")
+        raise RuntimeError(f"{what} left the engine holding work: a bug, please report")

@@ -36,7 +36,7 @@ from polyvox.server.errors import APIError, install_error_handlers
 from polyvox.server.metrics import engine_state
 from polyvox.server.state import ServerState
 from polyvox.server.voice_store import VoiceStore
-from polyvox.serving import DEFAULT_VOICE, Served, length_cap_overrides, serve_family
+from polyvox.serving import DEFAULT_VOICE, Served, length_cap_overrides, load_served
 from polyvox.startup import StartupTimes
 
 log = logging.getLogger(__name__)
@@ -135,14 +135,9 @@ def _load_served(config: ServerConfig, load_path: Path, startup: StartupTimes) -
     earlier start, else a short calibration), warmed up, on a helper thread, which then
     gives up its OpenMP workers: they would slow the engine thread's parallel regions
     (polyvox/engine/threads.py). Each phase's time goes to `startup`."""
-    from polyvox.models.registry import load_model
-
-    with startup.measure("model"):
-        family = load_model(config.model, weights=config.weights, tokenizer=config.tokenizer,
-                            seed=config.seed, device=config.device,
-                            precision=config.precision)
-    with startup.measure("engine"):
-        served = serve_family(config.model, family, config.engine, config.device)
+    served = load_served(config.model, weights=config.weights, tokenizer=config.tokenizer,
+                         config=config.engine, device=config.device, seed=config.seed,
+                         precision=config.precision, startup=startup)
     if config.no_eos:
         served.param_overrides = length_cap_overrides(served.family)
     if config.calibrate_seconds > 0:

@@ -66,11 +66,11 @@ def format_error(name: str) -> str | None:
     """Why `name` cannot be served, or None when it can."""
     if name in available_formats():
         return None
+    choices = list(available_formats())
     if name in FORMATS:
         return (f"response format {name!r} needs an encoder this server's libsndfile "
-                f"({soundfile.__libsndfile_version__}) lacks; use one of {list(available_formats())}")
-    return (f"unsupported response format {name!r}; use one of "
-            f"{list(available_formats())}")
+                f"({soundfile.__libsndfile_version__}) lacks; use one of {choices}")
+    return f"unsupported response format {name!r}; use one of {choices}"
 
 
 def output_rate(name: str, model_rate: int, requested: int | None) -> int:

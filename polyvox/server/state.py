@@ -12,13 +12,13 @@ import numpy as np
 
 from polyvox.engine.engine import EngineError
 from polyvox.request import AudioChunk
-from polyvox.startup import StartupTimes
 from polyvox.server.admission import Admission, Rejected, Ticket
 from polyvox.server.config import ServerConfig
 from polyvox.server.errors import APIError
 from polyvox.server.metrics import Metrics
 from polyvox.server.voice_store import VoiceStore
 from polyvox.serving import Served
+from polyvox.startup import StartupTimes
 
 
 class ServerState:
