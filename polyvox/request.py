@@ -38,6 +38,7 @@ class Clause:
     max_frames: int
     num_frames: int = 0  # frames generated (and kept) so far
     eos_frame: int | None = None  # index of the step whose EOS logit crossed the threshold
+    first_frame: int = 0  # the request's frames generated before this clause
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Request:
     text_complete: bool = True
     splitter: Any = None  # TextPipeline: normalization + clause splitting
     clause: Clause | None = None
+    next_plan: Any = None  # (text, ClausePlan) of the next clause, once the family planned it
     # --- KV ---
     table: BlockTable = field(default_factory=BlockTable)
     next_position: int = 0
@@ -137,8 +139,15 @@ class Request:
                 and self.slack(now, sample_rate) < 0)
 
     def slack(self, now: float, sample_rate: int) -> float:
-        """Seconds of audio delivered beyond what a listener who started at the first chunk
-        has played by `now`; -inf before the first chunk (the most urgent)."""
-        if self.first_audio_time is None:
-            return float("-inf")
-        return self.audio_seconds(sample_rate) - (now - self.first_audio_time)
+        """Seconds of audio delivered beyond what its listener has played by `now`
+        (`listener_slack`)."""
+        return listener_slack(self.first_audio_time, self.audio_seconds(sample_rate), now)
+
+
+def listener_slack(first_audio: float | None, audio_seconds: float, now: float) -> float:
+    """Seconds of audio delivered beyond what a listener who started at the first chunk
+    has played by `now`; -inf before the first chunk (the most urgent). Below zero the
+    listener is behind (`Request.is_behind`)."""
+    if first_audio is None:
+        return float("-inf")
+    return audio_seconds - (now - first_audio)

@@ -22,8 +22,11 @@ from polyvox.engine.decoder_pool import DecoderSlotPool
 from polyvox.engine.graphs import DecodeGraphs, StepGraphs
 from polyvox.engine.kv_cache import BlockManager, BlockTable, PagedKVCache
 from polyvox.engine.load import LoadModel
-from polyvox.engine.runner import DecodeItem, HostRow, Runner, StepItem, StepResult
-from polyvox.engine.scheduler import Scheduler
+from polyvox.engine.runner import DecodeItem, HostRow, PrefillItem, Runner, StepItem, StepResult
+from polyvox.engine.baselines import make_planner
+from polyvox.engine.costs import Recording, StageCosts, Timing
+from polyvox.engine.planner import WorkPlan
+from polyvox.engine.streams import Streams
 from polyvox.models.base import ModelFamily
 from polyvox.request import AudioChunk, Request, Status
 from polyvox.text.normalize import make_normalizer
@@ -87,7 +90,12 @@ class Engine:
             decode_graphs = DecodeGraphs(family, self.slots, buckets, self.padding_slot,
                                          capture)
         self.runner = Runner(family, self.cache, self.slots, step_graphs, decode_graphs)
-        self.scheduler = Scheduler(self.config, family, self.blocks, self.slots, self.runner)
+        self.streams = Streams(self.config, family, self.blocks, self.slots, self.runner)
+        self.planner = make_planner(self.config, family)
+        self.costs = StageCosts()  # what work costs here, learned from the timings below
+        self.recording: Recording | None = None  # set one: timings and clauses are kept
+        self._ar_steps = 0  # AR steps taken (the decode tick's clock)
+        self._turns = 0  # steps planned with streams admitted
         self.requests: dict[str, Request] = {}
         self.voices: dict[str, Voice] = {}
         self._ids = itertools.count()
@@ -156,7 +164,7 @@ class Engine:
         `normalize` reads numbers, dates, codes, emails, ... as words (English)."""
         if voice not in self.voices:
             raise EngineError(f"unknown voice {voice!r}; registered: {sorted(self.voices)}")
-        if len(self.scheduler.waiting) >= self.config.max_queued:
+        if len(self.streams.waiting) >= self.config.max_queued:
             raise EngineError("the queue is full; retry later")
         request_id = request_id or f"req-{next(self._ids)}"
         if request_id in self.requests:
@@ -178,9 +186,9 @@ class Engine:
         if text_complete and not request.pending_clauses:
             raise EngineError("the text is empty: give at least one word to speak")
         if text_complete:
-            request.streams_ahead = len(self.scheduler.running) + len(self.scheduler.waiting)
+            request.streams_ahead = len(self.streams.running) + len(self.streams.waiting)
         self.requests[request_id] = request
-        self.scheduler.waiting.append(request)
+        self.streams.waiting.append(request)
         return request
 
     def text_pipeline(self, normalize: bool = True) -> TextPipeline:
@@ -205,14 +213,14 @@ class Engine:
         """End a request with an error (its stream ends with `message`); frees what it holds."""
         request = self.requests.get(request_id)
         if request is not None and not request.status.is_done:
-            self.scheduler.fail(request, message)
+            self.streams.fail(request, message)
 
     def abort(self, request_id: str) -> None:
         """Stop a request now: every block and slot it holds returns to its pool."""
         request = self.requests.pop(request_id, None)
         if request is None or request.status.is_done:
             return
-        self.scheduler.release(request)
+        self.streams.release(request)
         request.status = Status.ABORTED
 
     def _live(self, request_id: str) -> Request:
@@ -227,64 +235,104 @@ class Engine:
         """Something to admit, prefill, step, decode, deliver or finish (a stream waiting
         for more streamed text has none)."""
         return (self._in_flight is not None or bool(self._undelivered)
-                or bool(self.scheduler.failed) or any(
+                or bool(self.streams.failed) or any(
             r.status is Status.WAITING or r.clause is not None or r.pending_clauses
             or r.pending_latents or r.text_complete
             for r in self.requests.values()))
 
     def step(self) -> list[AudioChunk]:
-        """Schedule -> prefill -> AR step -> decode -> deliver. In the overlapped loop the
-        AR step's results are read back one engine step later (see `_resolve`) and each
-        chunk is delivered one engine step after its decoder call was queued."""
+        """Plan -> prefill -> AR step -> plan the chunks -> decode -> deliver. In the
+        overlapped loop the AR step's results are read back one engine step later (see
+        `_resolve`) and each chunk is delivered one engine step after its decoder call
+        was queued."""
         began = time.perf_counter()
-        num_streams = sum(1 for r in self.scheduler.running if r.has_work)
+        num_streams = sum(1 for r in self.streams.running if r.has_work)
         self._samples_made = 0
         self._ran_dry.clear()
-        plan = self.scheduler.plan()
-        costs = self.scheduler.costs
+        work = self._plan_work()
+        prefills = self.streams.start_clauses(work.prefills)
+        steps = self.streams.start_steps(work.steps, prefills)
+        self._ar_steps += bool(steps)
+        self._run_rests(work.rests)
+        self._run_prefills(prefills)
+        self._run_ar_step(steps)
+        view = self.streams.view(self._ar_steps, bool(steps), self._turns, plan_clauses=False)
+        chunks = self.planner.plan_decodes(view, _now(), self.costs, work)
+        outputs = self._run_decodes([DecodeItem(*chunk) for chunk in chunks])
+        if steps:
+            seconds = time.perf_counter() - began
+            self.costs.observe_engine_step(seconds)
+            if self.recording is not None:
+                self.recording.timings.append(Timing("engine_step", seconds, 1, 0))
+        endings = self._collect_endings()
+        self._count_behind()
+        self.load.observe_step(time.perf_counter() - began,
+                               self._samples_made / self.family.audio.sample_rate,
+                               num_streams, self.num_behind)
+        return outputs + endings
+
+    def _plan_work(self) -> WorkPlan:
+        self.streams.admit(self.planner.max_admitted)
+        view = self.streams.view(self._ar_steps, turn=self._turns)
+        self._turns += bool(view.streams)
+        return self.planner.plan_work(view, _now(), self.costs)
+
+    def _observe(self, stage: str, seconds: float, calls: int, units: float) -> None:
+        """A stage's timing, for the cost model (and the trace, when one is kept)."""
+        if calls <= 0:
+            return
+        getattr(self.costs, stage).observe(seconds, calls, units)
+        if self.recording is not None:
+            self.recording.timings.append(Timing(stage, seconds, calls, units))
+
+    def _run_rests(self, requests: tuple[Request, ...]) -> None:
+        """The rest of clauses computed in pieces (non-autoregressive families)."""
+        if not requests:
+            return
         started = time.perf_counter()
-        if plan.continuations:
-            rests = self.runner.continue_clauses(list(plan.continuations))
-            costs.observe("continue_frame", time.perf_counter() - started,
-                          sum(len(latents) for latents in rests))
-            for request, latents in zip(plan.continuations, rests):
-                request.partial = None
-                self._add_clause_latents(request, latents)
-            started = time.perf_counter()
-        prefilled = self.runner.prefill(
-            plan.prefills, self._first_piece_frames if self.config.clause_pieces else None)
-        finished = time.perf_counter()
+        rests = self.runner.continue_clauses(list(requests))
+        self._observe("piece", time.perf_counter() - started, 1,
+                      sum(len(latents) for latents in rests))
+        for request, latents in zip(requests, rests):
+            request.partial = None
+            self._add_clause_latents(request, latents)
+
+    def _run_prefills(self, prefills: list[PrefillItem]) -> None:
+        started = time.perf_counter()
+        starts = self.runner.prefill(
+            prefills, self._first_piece_frames if self.config.clause_pieces else None)
+        seconds = time.perf_counter() - started
         if self.family.traits.is_autoregressive:
-            costs.observe_prefill(finished - started,
-                                  sum(int(item.tokens.shape[0]) for item in plan.prefills))
+            self._observe("prefill", seconds, int(bool(prefills)),
+                          sum(int(item.tokens.shape[0]) for item in prefills))
         else:
-            costs.observe("prefill_clause", finished - started, len(plan.prefills))
-        for item, start in zip(plan.prefills, prefilled):  # non-autoregressive families
+            self._observe("clause", seconds, len(prefills), len(prefills))
+        for item, start in zip(prefills, starts):  # non-autoregressive families
             item.request.partial = start.rest
             # NOTE: one entry per clause started (None where not known); it goes out with
             # the clause's last chunk.
             item.request.clause_word_frames.append(start.word_frames)
             self._add_clause_latents(item.request, start.latents)
+
+    def _run_ar_step(self, steps: list[StepItem]) -> None:
         started = time.perf_counter()
-        launched = self.runner.launch_step(plan.steps, save_rng=self.config.overlap)
+        launched = self.runner.launch_step(steps, save_rng=self.config.overlap)
         if self.config.overlap:
-            for row, item in enumerate(plan.steps):
+            for row, item in enumerate(steps):
                 item.request.last_latent = launched.latents[row]  # the next step's input
-            current = InFlightStep(plan.steps, launched)
+            current = InFlightStep(steps, launched)
             if self._in_flight is not None:
                 self._resolve(self._in_flight, current)
-            self._in_flight = current if plan.steps else None
+            self._in_flight = current if steps else None
         elif launched.eos is not None:
-            for item, latent, logit in zip(plan.steps, launched.latents.unbind(0),
+            for item, latent, logit in zip(steps, launched.latents.unbind(0),
                                            launched.eos.wait().tolist()):
                 self._advance(item.request, latent, logit)
-        costs.observe("step", time.perf_counter() - started, 1 if plan.steps else 0)
-        turn = None
-        if self.config.schedule == "interleaved":
-            # NOTE: a request prefilled this step also steps in it: it counts once.
-            turn = list({id(i.request): i.request for i in [*plan.prefills, *plan.steps]}.values())
-            turn = turn or self.scheduler.running[-1:]
-        decodes = self.scheduler.plan_decodes(turn)
+        self._observe("step", time.perf_counter() - started, int(bool(steps)), len(steps))
+
+    def _run_decodes(self, decodes: list[DecodeItem]) -> list[AudioChunk]:
+        """Decode the chunks and deliver what is due: at once, as each decoder call ends,
+        to `on_chunks` (then only clause marks are returned), or returned at the end."""
         started = time.perf_counter()
         hand_over = self.on_chunks if not self.config.overlap else None
         chunks: list[tuple[PendingChunk, HostRow | None]] = []
@@ -302,16 +350,9 @@ class Engine:
         if self.config.overlap:
             chunks, self._undelivered = self._undelivered, chunks
         outputs = self._delivered(chunks)
-        costs.observe("decode_frame", time.perf_counter() - started,
+        self._observe("decode", time.perf_counter() - started, self.runner.decode_calls,
                       sum(item.window_frames for item in decodes))
-        if plan.steps:
-            costs.observe("engine_step", time.perf_counter() - began, 1)
-        endings = self._collect_endings()
-        self._count_behind()
-        self.load.observe_step(time.perf_counter() - began,
-                               self._samples_made / self.family.audio.sample_rate,
-                               num_streams, self.num_behind)
-        return outputs + endings
+        return outputs
 
     @property
     def _first_piece_frames(self) -> int:
@@ -325,7 +366,7 @@ class Engine:
         request.pending_latents.extend(latents)
         request.frames_generated += len(latents)
         if request.partial is None:
-            self._end_clause(request)
+            self._close_clause(request)
 
     def _resolve(self, previous: InFlightStep, current: InFlightStep) -> None:
         """Apply the results of the step before `current`, now that its EOS logits are
@@ -343,7 +384,7 @@ class Engine:
             self._advance(request, latent, logit)
             later = rows.get(id(request))
             if request.clause is None and later is not None:
-                self.scheduler.undo_step(request, current.items[later],
+                self.streams.undo_step(request, current.items[later],
                                          current.result.rng_states[later])
                 current.void.add(later)
 
@@ -353,7 +394,7 @@ class Engine:
         player that started at the first chunk has stalled either way. Read by admission
         control (from any thread) and by the load model."""
         now, rate = _now(), self.family.audio.sample_rate
-        behind = {r.request_id for r in self.scheduler.running if r.is_behind(now, rate)}
+        behind = {r.request_id for r in self.streams.running if r.is_behind(now, rate)}
         self.num_behind = len(behind | self._ran_dry)
 
     def _advance(self, request: Request, latent: torch.Tensor, eos_logit: float) -> None:
@@ -366,7 +407,7 @@ class Engine:
         if clause.eos_frame is None and index >= MIN_FRAMES_BEFORE_EOS and eos_logit > threshold:
             clause.eos_frame = index
         if clause.eos_frame is not None and index >= clause.eos_frame + clause.frames_after_eos:
-            self._end_clause(request)
+            self._close_clause(request)
             return
         request.pending_latents.append(latent)
         request.frames_generated += 1
@@ -374,7 +415,15 @@ class Engine:
             request.last_latent = latent
         clause.num_frames += 1
         if clause.num_frames >= clause.max_frames:
-            self._end_clause(request)
+            self._close_clause(request)
+
+    def _close_clause(self, request: Request) -> None:
+        """The clause generating ends (recorded when the engine keeps a recording)."""
+        clause = request.clause
+        if self.recording is not None and clause is not None:
+            self.recording.clauses.setdefault(request.request_id, []).append(
+                (int(clause.tokens.shape[0]), request.frames_generated - clause.first_frame))
+        self._end_clause(request)
 
     @staticmethod
     def _end_clause(request: Request) -> None:
@@ -446,7 +495,7 @@ class Engine:
         """Empty chunks that mark the end of clauses whose last frames were already decoded
         before the clause was known to end (EOS is decided one step after the last frame)."""
         marks = []
-        for request in self.scheduler.running:
+        for request in self.streams.running:
             while request.clause_ends and request.clause_ends[0] == request.frames_decoded:
                 request.clause_ends.popleft()
                 marks.append(PendingChunk(request, request.num_chunks, request.clauses_spoken,
@@ -459,7 +508,7 @@ class Engine:
     def _collect_endings(self) -> list[AudioChunk]:
         endings = []
         kept = []
-        for request in list(self.scheduler.running) + list(self.scheduler.failed):
+        for request in list(self.streams.running) + list(self.streams.failed):
             failed = request.status is Status.FAILED
             if not failed and not (request.status is Status.RUNNING and request.is_complete):
                 continue
@@ -468,7 +517,7 @@ class Engine:
                     kept.append(request)
                 continue
             if not failed:
-                self.scheduler.release(request)
+                self.streams.release(request)
                 request.status = Status.FINISHED
             request.finish_time = _now()
             self.requests.pop(request.request_id, None)
@@ -476,7 +525,7 @@ class Engine:
                                       self.family.audio.sample_rate, request.num_chunks,
                                       created=request.finish_time, is_last=True,
                                       error=request.error))
-        self.scheduler.failed[:] = kept
+        self.streams.failed[:] = kept
         return endings
 
     # --- checks ------------------------------------------------------------------------------
@@ -486,10 +535,10 @@ class Engine:
         pools are consistent."""
         holders = [voice.table.blocks for voice in self.voices.values()]
         holders.append(self.padding_blocks)
-        for request in self.scheduler.running:
+        for request in self.streams.running:
             holders.append(request.table.blocks if request.status is Status.RUNNING
                            else request.table.shared_blocks())
-        slots_held = {r.decoder_slot for r in self.scheduler.running}
+        slots_held = {r.decoder_slot for r in self.streams.running}
         if self.padding_slot is not None:
             slots_held.add(self.padding_slot)
         return (self.blocks.check_integrity(holders) and self.slots.check_integrity()
@@ -499,7 +548,7 @@ class Engine:
         """No request holds anything: only voices (and the padding rows) hold blocks, and
         every decoder slot but the padding rows' is free."""
         held = sum(len(v.table.blocks) for v in self.voices.values()) + len(self.padding_blocks)
-        return (not self.scheduler.running and not self.scheduler.waiting
+        return (not self.streams.running and not self.streams.waiting
                 and self.blocks.num_used == held
                 and self.slots.in_use == ({self.padding_slot} - {None}))
 

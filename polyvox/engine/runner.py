@@ -1,7 +1,7 @@
 """The runner turns scheduled work into batch tensors and calls the family's stages.
 
 It owns the device-side state: the paged KV tensors and the decoder slot pool. It never
-decides what runs; the scheduler does.
+decides what runs; the planner does.
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ class Runner:
         self.step_graphs, self.decode_graphs = step_graphs, decode_graphs
         self.device = cache.k.device
         self._workspace: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.decode_calls = 0  # decoder calls made by the last `decode`
         # NOTE: built (or loaded from torch's extension cache) here, at load time, not in
         # a request's first step; None keeps the gather + SDPA path.
         self.decode_kernel = (paged_decode_attention() if family.traits.is_autoregressive
@@ -260,6 +261,7 @@ class Runner:
         [num_frames * samples_per_frame], on its way to host memory, in order. `on_batch`
         is given each decoder call's item indices and PCM as soon as the call is done."""
         results: list[HostRow | None] = [None] * len(items)
+        self.decode_calls = 0
         groups: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         for index, item in enumerate(items):
             groups[(item.num_frames, item.lookahead, item.history)].append(index)
@@ -273,6 +275,7 @@ class Runner:
             for start in range(0, len(group), size):
                 batch = group[start: start + size]
                 self._decode_batch(items, batch, frames, lookahead, history, results)
+                self.decode_calls += 1
                 if on_batch is not None:
                     on_batch(batch, [row for i in batch if (row := results[i]) is not None])
         return [r for r in results if r is not None]

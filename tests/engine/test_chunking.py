@@ -1,8 +1,9 @@
-"""Chunk sizing, split decoder batches and first-audio priority.
+"""Chunk sizing, split decoder batches and first-audio priority, in the real engine.
 
 Chunks start small (time to first audio), then grow while the listener's buffer allows;
 a family may cap the frames of one decoder call; while a request waits for its first
-audio, streams with a long buffer wait a step. None of this may change the audio.
+audio, streams with a long buffer wait a step. None of this may change the audio. (The
+planner's rules themselves: test_planner.py.)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from conftest import rel_error
 
 from polyvox.config import EngineConfig
+from polyvox.engine.costs import LinearCost
 from polyvox.engine.engine import Engine, run_to_completion
 
 pytest.importorskip("piper")
@@ -54,27 +56,6 @@ def test_bad_chunking_is_refused() -> None:
         EngineConfig(chunk_frames=8, max_chunk_frames=4)
     with pytest.raises(ValueError, match="first_chunk_frames"):
         EngineConfig(first_chunk_frames=0)
-
-
-def test_chunks_grow_with_the_listeners_buffer(family) -> None:
-    engine = piper_engine(family)
-    scheduler = engine.scheduler
-    frame = 1.0 / family.audio.frame_rate
-    assert scheduler._chunk_size(None, 500) == 24  # first chunk
-    sizes = [scheduler._chunk_size(slack, 500)
-             for slack in (0.5 * 32 * frame, 40 * frame, 64 * frame, 130 * frame, 60.0)]
-    assert sizes == [32, 32, 64, 128, 128]
-    # a listener about to run dry gets what is ready now; one already behind, all that is
-    # ready, at least a regular chunk and at most the biggest
-    assert scheduler._chunk_size(0.01, 5) == 5
-    assert scheduler._chunk_size(-1.0, 5) == 32
-    assert scheduler._chunk_size(-1.0, 90) == 90
-    assert scheduler._chunk_size(-1.0, 500) == 128
-    # a decoder with a fixed cost per call asks for a smallest chunk after the first
-    engine = piper_engine(family, min_chunk_frames=8)
-    assert engine.scheduler._chunk_size(0.01, 5) == 8
-    assert engine.scheduler._chunk_size(0.01, 12) == 12
-    assert EngineConfig(min_chunk_frames=64).for_family(family).min_chunk_frames == 32
 
 
 def test_split_decoder_batches_give_the_same_audio(family, monkeypatch) -> None:
@@ -151,41 +132,15 @@ def test_growing_chunks_equal_offline_synthesis(family) -> None:
     assert rel_error(torch.cat(parts), expected) <= 1e-4
 
 
-def test_a_full_step_still_decodes_listeners_about_to_run_dry(family) -> None:
-    engine = piper_engine(family, first_clause_tokens=50)  # long clauses: frames stay pending
-    for i, text in enumerate(TEXTS):
-        engine.add_request(text, "default", family.make_params(seed=i), request_id=f"r{i}")
-    # (first clauses come in pieces: wait until every clause's frames are all computed)
-    while any(r.first_audio_time is None or r.partial is not None
-              for r in engine.requests.values()):
-        engine.step()
-    now = time.monotonic()
-    rate = family.audio.sample_rate
-    wanted_slack = {"r0": 5.0, "r1": 0.2, "r2": 3.0, "r3": 0.25}
-    for rid, slack in wanted_slack.items():
-        request = engine.requests[rid]
-        # shift the clock so that the listener has `slack` seconds buffered now
-        request.first_audio_time = now + slack - request.audio_seconds(rate)
-    scheduler = engine.scheduler
-    scheduler.costs.decode_frame = 1.0  # every chunk "costs" far more than the step allows
-    scheduler.plan()
-    assert scheduler.step_budget == pytest.approx(0.2 - 0.05, abs=0.02)  # r1 sets it
-    chosen = {item.request.request_id for item in scheduler.plan_decodes()}
-    assert chosen == {"r1", "r3"}  # both would run dry within two steps; the others wait
-    scheduler.costs.decode_frame = 1e-6  # cheap work: the step takes everything ready
-    scheduler.plan()
-    assert {item.request.request_id for item in scheduler.plan_decodes()} == set(wanted_slack)
-    run_to_completion(engine)
-    assert engine.is_idle()
-
-
 def test_stage_costs_follow_measurements(family) -> None:
     engine = piper_engine(family)
-    costs = engine.scheduler.costs
-    costs.prefill_clause = 10.0  # a wrong prior
-    engine.add_request(TEXTS[1], "default", family.make_params(seed=0), request_id="a")
-    run_to_completion(engine)
-    assert costs.prefill_clause < 9.0 and costs.decode_frame < 0.01
+    costs = engine.costs
+    costs.clause = LinearCost(0.0, 10.0, 1)  # a wrong prior
+    for seed in range(3):
+        engine.add_request(TEXTS[1], "default", family.make_params(seed=seed),
+                           request_id=f"a{seed}")
+        run_to_completion(engine)
+    assert costs.clause(1) < 9.0 and costs.decode(32) < 0.1
 
 
 def test_listeners_behind_real_time_are_counted(family) -> None:

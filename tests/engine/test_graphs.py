@@ -123,14 +123,14 @@ def test_overlap_undoes_steps_past_the_end_of_speech(model, voice, variant) -> N
     plain = run_script(make_engine(model, voice), texts, voices, **eos)
     engine = make_engine(model, voice, **VARIANTS[variant])
     undone = 0
-    undo = engine.scheduler.undo_step
+    undo = engine.streams.undo_step
 
     def counting_undo(*args):  # type: ignore[no-untyped-def]
         nonlocal undone
         undone += 1
         undo(*args)
 
-    engine.scheduler.undo_step = counting_undo  # type: ignore[method-assign]
+    engine.streams.undo_step = counting_undo  # type: ignore[method-assign]
     other = run_script(engine, texts, voices, **eos)
     assert undone >= 4, "no clause ended on an EOS step: the test exercises nothing"
     for rid in plain:

@@ -35,7 +35,7 @@ def test_pool_for_four_streams_serves_twelve(model, voice, variant) -> None:
         for chunk in engine.step():
             assert chunk.error is None, chunk.error
             audio.setdefault(chunk.request_id, []).append(chunk.samples)
-        preempted += sum(r.status is Status.PREEMPTED for r in engine.scheduler.running)
+        preempted += sum(r.status is Status.PREEMPTED for r in engine.streams.running)
         assert engine.check_integrity()
     assert preempted > 0, "the pool was never short: the test does not exercise preemption"
     for i in range(12):
