@@ -50,6 +50,12 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument("--json", dest="json_path")
     bench.add_argument("--plot")
     bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--record-trace", metavar="FILE",
+                       help="keep the batched engine's stage timings and clauses in FILE "
+                       "(for --replay)")
+    bench.add_argument("--replay", metavar="FILE",
+                       help="no model: run the planners of --modes over a recorded trace's "
+                       "costs on a simulated clock (--concurrency, --requests, --capacity)")
     remote = bench.add_argument_group(
         "a running server", "with --url the benchmark is a client of `polyvox serve` over "
         "HTTP or WebSocket (bench/remote.py); no model is loaded here")
@@ -89,6 +95,7 @@ class LoadedEngines:
         from polyvox.serving import length_cap_overrides
 
         self.overrides = length_cap_overrides(family) if family.is_random else {}
+        self.recorded: Any = None  # the engine whose timings --record-trace keeps
 
     def family(self, precision: str) -> Any:
         from polyvox.models.registry import load_model
@@ -113,6 +120,11 @@ class LoadedEngines:
                               clause_pieces=args.clause_pieces, **self.device)
         served = serve_family(args.model, self.family(precision), config, args.device)
         served.param_overrides = self.overrides
+        if args.record_trace and mode == "batched" and self.recorded is None:
+            from polyvox.engine.costs import Recording
+
+            served.engine.recording = Recording()
+            self.recorded = served.engine
         return served
 
     def baseline(self) -> Any:
@@ -136,7 +148,38 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         capacity=args.capacity, capacity_runs=args.capacity_runs)
 
 
+def run_replay(args: argparse.Namespace) -> int:
+    """`--replay FILE`: the planners over a recorded trace, on a simulated clock."""
+    import asyncio
+
+    from polyvox.bench import capacity, report
+    from polyvox.bench.replay import Simulator, Trace, replay
+    from polyvox.engine.baselines import make_planner_of
+
+    console = _console()
+    modes = [m for m in args.modes.split(",") if m]
+    rows = replay(args.replay, modes, _ints(args.concurrency), args.requests, args.ttfa_slo_ms)
+    trace = Trace.load(args.replay)
+    report.print_table(rows, title=f"polyvox bench --replay {args.replay} ({trace.model}, "
+                       "simulated clock)", console=console)
+    payload: dict[str, Any] = {"replay": str(args.replay), "model": trace.model, "rows": rows}
+    if args.capacity:
+        simulator = Simulator(trace, make_planner_of("batched", trace.rules))
+
+        async def loop(concurrency: int, requests: int) -> Any:
+            return simulator.closed_loop(concurrency, requests, "capacity")
+
+        found = asyncio.run(capacity.measure_capacity(loop, 1, args.requests, args.ttfa_slo_ms))
+        payload.update(found.to_json())
+        console.print(capacity.describe(payload))
+    if args.json_path:
+        report.write_json(args.json_path, payload)
+    return 0
+
+
 def run_bench(args: argparse.Namespace) -> int:
+    if args.replay:
+        return run_replay(args)
     if args.url:  # a client of a running server: nothing is loaded in this process
         from polyvox.bench.remote import run_remote_bench
 
@@ -173,6 +216,11 @@ def run_bench(args: argparse.Namespace) -> int:
             console.print("random weights: EOS disabled, requests run to the length cap")
         result = run_in_process(plan, engines, texts, machine.matmul_gflops, gflop,
                                 log=console.print)
+    if args.record_trace and engines.recorded is not None:
+        from polyvox.bench.replay import trace_of
+
+        trace_of(engines.recorded, args.model).save(args.record_trace)
+        console.print(f"trace of the batched engine: {args.record_trace}")
     payload = figures(result, plan, machine.matmul_gflops, gflop)
     device = engines.device
     where = f"{args.threads} threads" if args.device == "cpu" else (
