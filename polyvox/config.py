@@ -77,11 +77,8 @@ class EngineConfig:
     max_clause_tokens: int | None = None
     first_clause_tokens: int | None = None  # a text's first clause ends at a comma past this
     context_window: int = 384  # own positions kept across clauses (chained mode)
-    # While a request waits for its first audio, streams with more than this much audio
-    # buffered put their next chunk off by a step.
-    defer_slack_seconds: float = 1.0
     # Each step is kept shorter than the audio the most pressed on-time listener has
-    # buffered, less this margin for delivery (see Scheduler._step_budget).
+    # buffered, less this margin for delivery (polyvox/engine/planner.py).
     delivery_margin_seconds: float = 0.05
     # While a request waits for its first audio, a step takes at most about this long.
     first_audio_step_seconds: float = 0.15

@@ -1,6 +1,8 @@
 """A request owns all of its state: text still to speak, its place in the KV pool and in
-the decoder pool, the latent it feeds back, the frames waiting for the decoder, and its
-timings. The engine keeps no parallel per-request tables.
+the decoder pool, the latent it feeds back, the frames waiting for the decoder, where its
+speech stands (`Progress`: frames, clause ends, chunks, moved only by its own methods) and
+its timings. The engine keeps no parallel per-request tables; `Streams` and the engine
+write a request's fields, the planner only reads a snapshot of them.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import enum
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -60,6 +62,104 @@ class AudioChunk:
     word_frames: tuple[tuple[int, int], ...] | None = None
 
 
+WordFrames = tuple[tuple[int, int], ...]
+
+
+class ChunkPlace(NamedTuple):
+    """Where a chunk sits in its stream (decided when its decoder call is queued)."""
+
+    index: int  # the request's chunk number
+    clause_index: int  # the clause its samples belong to
+    ends_clause: bool
+    fade: tuple[int, int] | None  # fade-in samples [start, start + count) of the ramp
+    word_frames: WordFrames | None  # on a clause's last chunk, where known
+
+
+@dataclass
+class Progress:
+    """A request's place in its speech, and the only code that moves it: frames generated
+    and decoded (kept frames, over the whole request), the ends of clauses generated but
+    not yet spoken, the decoder's fresh start, and chunks handed out. A chunk never
+    crosses a clause end."""
+
+    generated: int = 0
+    decoded: int = 0
+    ends: deque[int] = field(default_factory=deque)  # clause ends (in frames) not yet spoken
+    # AudioChunk.word_frames of each clause started and not yet spoken (None: not known)
+    word_frames: deque[WordFrames | None] = field(default_factory=deque)
+    started: int = 0  # clauses started
+    spoken: int = 0  # clauses whose last chunk went out
+    decoded_in_clause: int = 0  # frames decoded since the decoder last (re)started
+    fade: int = 0  # samples still to fade in (a fresh decoder)
+    chunks: int = 0  # chunks handed out (audio and clause marks)
+    undelivered: int = 0  # chunks handed out whose samples are not delivered yet
+
+    def restart_decoder(self, fade_samples: int) -> None:
+        """The decoder starts afresh (admission; each clause where it restarts per clause):
+        its first samples fade in."""
+        self.decoded_in_clause = 0
+        self.fade = fade_samples
+
+    def start_clause(self) -> None:
+        self.started += 1
+
+    def clause_words(self, word_frames: WordFrames | None) -> None:
+        """The word timings of the clause just started (None: not known); they go out
+        with its last chunk."""
+        self.word_frames.append(word_frames)
+
+    def add_frames(self, count: int) -> None:
+        self.generated += count
+
+    def end_clause(self) -> None:
+        """The clause generating ends after the frames generated so far (an empty clause
+        marks nothing)."""
+        if not (self.ends and self.ends[-1] == self.generated):
+            self.ends.append(self.generated)
+
+    @property
+    def to_clause_end(self) -> int | None:
+        """Frames until the end of the first clause not yet spoken (None: none ended)."""
+        return self.ends[0] - self.decoded if self.ends else None
+
+    def take_chunk(self, frames: int, fade_total: int, samples: int) -> ChunkPlace:
+        """A chunk of `frames` frames (`samples` samples) leaves for the decoder."""
+        self.decoded += frames
+        self.decoded_in_clause += frames
+        clause_index = self.spoken
+        ends_clause = bool(self.ends) and self.decoded == self.ends[0]
+        word_frames = self._finish_clause() if ends_clause else None
+        fade = None
+        if self.fade:
+            count = min(self.fade, samples)
+            fade = (fade_total - self.fade, count)
+            self.fade -= count
+        return self._hand_out(clause_index, ends_clause, fade, word_frames)
+
+    def take_marks(self) -> list[ChunkPlace]:
+        """Empty chunks marking the end of clauses whose last frames were decoded before
+        the clause was known to end (EOS is decided one step after the last frame)."""
+        marks = []
+        while self.ends and self.ends[0] == self.decoded:
+            clause_index = self.spoken
+            marks.append(self._hand_out(clause_index, True, None, self._finish_clause()))
+        return marks
+
+    def delivered(self) -> None:
+        self.undelivered -= 1
+
+    def _finish_clause(self) -> WordFrames | None:
+        self.ends.popleft()
+        self.spoken += 1
+        return self.word_frames.popleft() if self.word_frames else None
+
+    def _hand_out(self, clause_index: int, ends_clause: bool, fade: tuple[int, int] | None,
+                  word_frames: WordFrames | None) -> ChunkPlace:
+        self.chunks += 1
+        self.undelivered += 1
+        return ChunkPlace(self.chunks - 1, clause_index, ends_clause, fade, word_frames)
+
+
 # NOTE: eq=False: a request equals only itself. Requests are looked up in lists every step;
 # a field-by-field __eq__ made that cost O(n^2) field compares per step (~20 ms at 128 streams).
 @dataclass(eq=False)
@@ -89,21 +189,9 @@ class Request:
     # --- decoder ---
     decoder_slot: int | None = None
     pending_latents: list[torch.Tensor] = field(default_factory=list)  # [D] each
-    # Frame counts (kept frames, over the whole request): generated, decoded, and where each
-    # finished-but-not-yet-decoded clause ends. A chunk never crosses a clause end.
-    frames_generated: int = 0
-    frames_decoded: int = 0
-    clause_ends: deque[int] = field(default_factory=deque)
-    # AudioChunk.word_frames of each clause started and not yet ended (None: not known)
-    clause_word_frames: deque[tuple[tuple[int, int], ...] | None] = field(default_factory=deque)
-    clauses_spoken: int = 0
-    fade_samples: int = 0  # samples still to fade in (fresh decoder)
-    clauses_started: int = 0
-    clause_frames_decoded: int = 0  # frames decoded since the decoder was last (re)started
+    progress: Progress = field(default_factory=Progress)  # frames, clauses, chunks
     # --- output ---
-    num_chunks: int = 0
     num_samples: int = 0
-    undelivered: int = 0  # chunks decided (decoder call queued) but not yet delivered
     first_audio_time: float | None = None
     finish_time: float | None = None
     error: str | None = None
@@ -132,16 +220,23 @@ class Request:
         return self.num_samples / sample_rate
 
     def is_behind(self, now: float, sample_rate: int) -> bool:
-        """The one meaning of "behind" (engine, scheduler, admission, load model): the
-        listener has heard audio, more is to come, and what it was sent has run out by
-        `now` (a player that started at the first chunk has stalled)."""
-        return (self.first_audio_time is not None and self.has_work
-                and self.slack(now, sample_rate) < 0)
+        """`listener_is_behind` for this request."""
+        return listener_is_behind(self.first_audio_time, self.audio_seconds(sample_rate),
+                                  self.has_work, now)
 
     def slack(self, now: float, sample_rate: int) -> float:
         """Seconds of audio delivered beyond what its listener has played by `now`
         (`listener_slack`)."""
         return listener_slack(self.first_audio_time, self.audio_seconds(sample_rate), now)
+
+
+def listener_is_behind(first_audio: float | None, audio_seconds: float, has_work: bool,
+                       now: float) -> bool:
+    """The one meaning of "behind" (engine, planner, admission, load model): the listener
+    has heard audio, more is to come, and what it was sent has run out by `now` (a player
+    that started at the first chunk has stalled)."""
+    return first_audio is not None and has_work and listener_slack(first_audio, audio_seconds,
+                                                                   now) < 0
 
 
 def listener_slack(first_audio: float | None, audio_seconds: float, now: float) -> float:

@@ -28,7 +28,7 @@ from polyvox.engine.costs import Recording, StageCosts, Timing
 from polyvox.engine.planner import WorkPlan
 from polyvox.engine.streams import Streams
 from polyvox.models.base import ModelFamily
-from polyvox.request import AudioChunk, Request, Status
+from polyvox.request import AudioChunk, ChunkPlace, Request, Status
 from polyvox.text.normalize import make_normalizer
 from polyvox.text.pipeline import TextPipeline
 from polyvox.text.sanitize import clean_text
@@ -311,7 +311,7 @@ class Engine:
             item.request.partial = start.rest
             # NOTE: one entry per clause started (None where not known); it goes out with
             # the clause's last chunk.
-            item.request.clause_word_frames.append(start.word_frames)
+            item.request.progress.clause_words(start.word_frames)
             self._add_clause_latents(item.request, start.latents)
 
     def _run_ar_step(self, steps: list[StepItem]) -> None:
@@ -364,7 +364,7 @@ class Engine:
         """A non-autoregressive clause's latents [T, D]: all of it, or its first piece
         (`request.partial` computes the rest); the clause ends with its last frames."""
         request.pending_latents.extend(latents)
-        request.frames_generated += len(latents)
+        request.progress.add_frames(len(latents))
         if request.partial is None:
             self._close_clause(request)
 
@@ -410,7 +410,7 @@ class Engine:
             self._close_clause(request)
             return
         request.pending_latents.append(latent)
-        request.frames_generated += 1
+        request.progress.add_frames(1)
         if not self.config.overlap:  # overlapped: set when the next step was launched
             request.last_latent = latent
         clause.num_frames += 1
@@ -422,42 +422,28 @@ class Engine:
         clause = request.clause
         if self.recording is not None and clause is not None:
             self.recording.clauses.setdefault(request.request_id, []).append(
-                (int(clause.tokens.shape[0]), request.frames_generated - clause.first_frame))
+                (int(clause.tokens.shape[0]), request.progress.generated - clause.first_frame))
         self._end_clause(request)
 
     @staticmethod
     def _end_clause(request: Request) -> None:
         request.clause = None
         request.last_latent = None
-        if request.clause_ends and request.clause_ends[-1] == request.frames_generated:
-            return  # an empty clause: nothing to mark
-        request.clause_ends.append(request.frames_generated)
+        request.progress.end_clause()
 
     def _take_frames(self, item: DecodeItem) -> PendingChunk:
         """The bookkeeping of a chunk whose decoder call is queued: its frames leave the
         request's pending latents, its place in the stream and its fade-in are fixed."""
         request = item.request
         del request.pending_latents[: item.num_frames]
-        request.clause_frames_decoded += item.num_frames
-        request.frames_decoded += item.num_frames
-        clause_index = request.clauses_spoken
-        ends_clause = bool(request.clause_ends) and request.frames_decoded == request.clause_ends[0]
-        word_frames = None
-        if ends_clause:
-            request.clause_ends.popleft()
-            request.clauses_spoken += 1
-            word_frames = _next_word_frames(request)
+        audio = self.family.audio
+        place = request.progress.take_chunk(item.num_frames, self.family.traits.fade_in_samples,
+                                            item.num_frames * audio.samples_per_frame)
         ramp = None
-        if request.fade_samples:
-            total = self.family.traits.fade_in_samples
-            start = total - request.fade_samples
-            count = min(request.fade_samples, item.num_frames * self.family.audio.samples_per_frame)
-            ramp = torch.linspace(0, 1, total)[start: start + count]
-            request.fade_samples -= count
-        request.num_chunks += 1
-        request.undelivered += 1
-        return PendingChunk(request, request.num_chunks - 1, clause_index, ends_clause, ramp,
-                            word_frames)
+        if place.fade is not None:
+            start, count = place.fade
+            ramp = torch.linspace(0, 1, self.family.traits.fade_in_samples)[start: start + count]
+        return PendingChunk(request, place, ramp)
 
     def _delivered(self, chunks: list[tuple[PendingChunk, HostRow | None]]
                    ) -> list[AudioChunk]:
@@ -465,8 +451,8 @@ class Engine:
 
     def _deliver(self, pending: PendingChunk, pcm: HostRow | None) -> AudioChunk | None:
         """The chunk, once its samples are in host memory (None: its request was aborted)."""
-        request = pending.request
-        request.undelivered -= 1
+        request, place = pending.request, pending.place
+        request.progress.delivered()
         if request.status is Status.ABORTED:
             return None
         samples = torch.zeros(0) if pcm is None else pcm.wait()
@@ -474,8 +460,8 @@ class Engine:
             samples = samples.clone()
             samples[: pending.ramp.numel()] *= pending.ramp
         chunk = AudioChunk(request.request_id, samples, self.family.audio.sample_rate,
-                           pending.index, created=_now(), clause_index=pending.clause_index,
-                           ends_clause=pending.ends_clause, word_frames=pending.word_frames)
+                           place.index, created=_now(), clause_index=place.clause_index,
+                           ends_clause=place.ends_clause, word_frames=place.word_frames)
         if (samples.numel() and request.first_audio_time is not None
                 and request.slack(chunk.created, self.family.audio.sample_rate) < 0):
             # NOTE: the listener ran out before this chunk came, so its player stalled,
@@ -494,16 +480,8 @@ class Engine:
     def _clause_marks(self) -> list[PendingChunk]:
         """Empty chunks that mark the end of clauses whose last frames were already decoded
         before the clause was known to end (EOS is decided one step after the last frame)."""
-        marks = []
-        for request in self.streams.running:
-            while request.clause_ends and request.clause_ends[0] == request.frames_decoded:
-                request.clause_ends.popleft()
-                marks.append(PendingChunk(request, request.num_chunks, request.clauses_spoken,
-                                          True, None, _next_word_frames(request)))
-                request.clauses_spoken += 1
-                request.num_chunks += 1
-                request.undelivered += 1
-        return marks
+        return [PendingChunk(request, place, None) for request in self.streams.running
+                for place in request.progress.take_marks()]
 
     def _collect_endings(self) -> list[AudioChunk]:
         endings = []
@@ -512,7 +490,7 @@ class Engine:
             failed = request.status is Status.FAILED
             if not failed and not (request.status is Status.RUNNING and request.is_complete):
                 continue
-            if request.undelivered:  # the ending follows the request's last audio
+            if request.progress.undelivered:  # the ending follows the request's last audio
                 if failed:
                     kept.append(request)
                 continue
@@ -522,7 +500,7 @@ class Engine:
             request.finish_time = _now()
             self.requests.pop(request.request_id, None)
             endings.append(AudioChunk(request.request_id, torch.zeros(0),
-                                      self.family.audio.sample_rate, request.num_chunks,
+                                      self.family.audio.sample_rate, request.progress.chunks,
                                       created=request.finish_time, is_last=True,
                                       error=request.error))
         self.streams.failed[:] = kept
@@ -566,16 +544,8 @@ class PendingChunk(NamedTuple):
     their way from the device (clause marks have none)."""
 
     request: Request
-    index: int
-    clause_index: int
-    ends_clause: bool
+    place: ChunkPlace
     ramp: torch.Tensor | None  # fade-in factors for the first samples
-    word_frames: tuple[tuple[int, int], ...] | None = None  # on a clause's last chunk
-
-
-def _next_word_frames(request: Request) -> tuple[tuple[int, int], ...] | None:
-    """The word timings of the clause that just ended, if its family gave them."""
-    return request.clause_word_frames.popleft() if request.clause_word_frames else None
 
 
 def _now() -> float:

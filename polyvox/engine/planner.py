@@ -31,8 +31,9 @@ The policy, in terms of deadlines and costs:
 - **Chunk sizes**: the first is small; later ones double from `chunk` up to `max_chunk`
   while the listener has that much buffered (bigger chunks cost less per frame); one close
   to running dry takes what is ready (at least `min_chunk`); one already behind takes
-  everything ready, up to the largest chunk. While a request awaits first audio, streams
-  with more than `defer_slack` buffered put their chunk off a step.
+  everything ready, up to the largest chunk. While a request awaits first audio, a stream
+  whose listener can wait out this step and a full next one (`_can_wait_two_steps`) puts
+  its chunk off.
 - **The decode tick**: AR streams with time to spare decode on a shared tick (every
   `chunk` AR steps), so that their chunks go in one decoder call instead of one call per
   stream at its own phase.
@@ -48,7 +49,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol
 
 from polyvox.engine.costs import StageCosts
-from polyvox.request import listener_slack
+from polyvox.request import listener_is_behind, listener_slack
 
 
 class StreamView(NamedTuple):
@@ -69,6 +70,9 @@ class StreamView(NamedTuple):
 
     def slack(self, now: float) -> float:
         return listener_slack(self.first_audio, self.audio_seconds, now)
+
+    def is_behind(self, now: float) -> bool:
+        return listener_is_behind(self.first_audio, self.audio_seconds, self.has_work, now)
 
     @property
     def is_playing(self) -> bool:
@@ -113,9 +117,9 @@ class WorkPlan(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Rules:
-    """What the planner needs of the family and the engine's settings. Five of these are
-    tuning knobs (margin, first_audio_step, first_audio_wait, max_step, defer_slack); the
-    rest is what the family is and how the engine is sized."""
+    """What the planner needs of the family and the engine's settings. Four of these are
+    tuning knobs (margin, first_audio_step, first_audio_wait, max_step); the rest is what
+    the family is and how the engine is sized."""
 
     autoregressive: bool
     frame_seconds: float
@@ -133,7 +137,6 @@ class Rules:
     first_audio_step: float = 0.15
     first_audio_wait: float | None = 0.1
     max_step: float = 0.25
-    defer_slack: float = 1.0
 
     @classmethod
     def of(cls, config: Any, family: Any) -> Rules:
@@ -149,7 +152,7 @@ class Rules:
             tick=config.schedule == "batched", margin=config.delivery_margin_seconds,
             first_audio_step=config.first_audio_step_seconds,
             first_audio_wait=config.first_audio_wait_seconds,
-            max_step=config.max_step_seconds, defer_slack=config.defer_slack_seconds)
+            max_step=config.max_step_seconds)
 
 
 class Planner(Protocol):
@@ -178,7 +181,7 @@ class BatchedPlanner:
         rules, streams = self.rules, view.streams
         candidates = streams if candidates is None else candidates
         listening = [s for s in streams if s.is_playing and s.has_work]
-        behind = sum(1 for s in listening if s.ready and s.slack(now) < 0)
+        behind = sum(1 for s in listening if s.ready and s.is_behind(now))
         # NOTE: one straggler does not make an overload: the others stay protected.
         overloaded = behind > self.OVERLOAD_SHARE * len(listening)
         starting = any(not s.is_playing and s.has_work for s in streams)
@@ -274,7 +277,7 @@ class BatchedPlanner:
             slack = stream.slack(now) if stream.is_playing else None
             # NOTE: while a request still waits for its first audio, streams with a long
             # buffer let it go first (their chunk waits a step); work is reordered, not lost.
-            if work.starting and slack is not None and slack > rules.defer_slack:
+            if work.starting and slack is not None and self._can_wait_two_steps(slack):
                 continue
             size = self._chunk_size(slack, stream.ready - rules.lookahead)
             waits = self._waits_for_tick(view, slack, work.overloaded, costs, rows)
@@ -299,6 +302,11 @@ class BatchedPlanner:
                 chunks.append((Chunk(stream.key, size, rules.lookahead, history), stream))
         deadline = self._leave_room_for_next_chunks(view, chunks, now, costs, work, rows)
         return self._within_deadline(chunks, now, costs, work, deadline, rows, overdue)
+
+    def _can_wait_two_steps(self, slack: float) -> bool:
+        """Whether a listener can wait out a first-audio step and a full step after it."""
+        rules = self.rules
+        return slack > rules.margin + rules.first_audio_step + rules.max_step
 
     def _overdue(self, stream: StreamView, now: float, costs: StageCosts) -> bool:
         """Whether an AR request would have waited `first_audio_wait` for its first audio

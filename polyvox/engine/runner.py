@@ -159,7 +159,7 @@ class Runner:
                              [item.request.generator for item in items])
             starts = []
             for item, partial in zip(items, partials):
-                first = item.request.frames_generated == 0
+                first = item.request.progress.generated == 0
                 latents = partial.next(first_piece if first else None)
                 starts.append(ClauseStart(latents, None if partial.done else partial,
                                           partial.word_frames))

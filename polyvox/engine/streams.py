@@ -56,14 +56,12 @@ class Streams:
                 if plan is None:
                     continue  # failed
                 tokens = int(plan.tokens.shape[0])
-            until_end = (request.clause_ends[0] - request.frames_decoded
-                         if request.clause_ends else None)
             partial = request.partial
             views.append(StreamView(
                 request, request.arrival, request.first_audio_time,
                 request.audio_seconds(rate), request.status is Status.RUNNING,
                 request.has_work, request.is_generating, tokens, len(request.pending_latents),
-                until_end, request.clause_frames_decoded,
+                request.progress.to_clause_end, request.progress.decoded_in_clause,
                 partial.total_frames - partial.frames_given if partial is not None else 0))
         return View(tuple(views), ar_steps, stepped, turn)
 
@@ -105,7 +103,7 @@ class Streams:
             self.blocks.share(request.voice.table.blocks)
             request.table = request.voice.table.copy_shared()
             request.next_position = request.voice.length
-            request.fade_samples = self.family.traits.fade_in_samples
+            request.progress.restart_decoder(self.family.traits.fade_in_samples)
             request.status = Status.RUNNING
             self.running.append(request)
 
@@ -133,7 +131,7 @@ class Streams:
             self._start_clause_context(request)
             if not autoregressive:
                 request.pending_clauses.popleft()
-                request.clause = Clause(plan.tokens, 0, 0, first_frame=request.frames_generated)
+                request.clause = Clause(plan.tokens, 0, 0, first_frame=request.progress.generated)
                 items.append(PrefillItem(request, plan.tokens, [], [], text))
                 continue
             count = int(plan.tokens.shape[0])
@@ -148,7 +146,7 @@ class Streams:
                                          self.blocks.allocate(needed), self.blocks.block_size)
             request.next_position += count
             request.clause = Clause(plan.tokens, plan.frames_after_eos, plan.max_frames,
-                                    first_frame=request.frames_generated)
+                                    first_frame=request.progress.generated)
             request.last_latent = None
             items.append(PrefillItem(request, plan.tokens, positions, slots,
                                      features=plan.features))
@@ -205,18 +203,17 @@ class Streams:
     def _start_clause_context(self, request: Request) -> None:
         """Pocket mode: back to the voice state with a fresh decoder. Chained mode: drop
         own context older than the window."""
-        if self.restarts_decoder and request.clauses_started:
+        if self.restarts_decoder and request.progress.started:
             assert request.decoder_slot is not None
             self.slots.reset(request.decoder_slot)
-            request.fade_samples = self.family.traits.fade_in_samples
-            request.clause_frames_decoded = 0
+            request.progress.restart_decoder(self.family.traits.fade_in_samples)
         if self.config.chaining == "pocket":
             self.blocks.release(request.table.drop_own())
             request.next_position = request.voice.length
         else:
             cutoff = request.next_position - self.config.context_window
             self.blocks.release(request.table.drop_before(cutoff))
-        request.clauses_started += 1
+        request.progress.start_clause()
 
     # --- memory pressure -------------------------------------------------------------------
 
