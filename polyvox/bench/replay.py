@@ -55,7 +55,10 @@ class Trace:
         payload = json.loads(Path(path).read_text(encoding="utf-8"))
         if payload.get("format") != TRACE_FORMAT:
             raise ValueError(f"{path}: not a polyvox trace (format {payload.get('format')!r})")
-        return cls(payload["model"], Rules(**payload["rules"]), payload["sample_rate"],
+        # NOTE: a trace from another version may name rules this one does not have.
+        known = {f.name for f in dataclasses.fields(Rules)}
+        rules = Rules(**{k: v for k, v in payload["rules"].items() if k in known})
+        return cls(payload["model"], rules, payload["sample_rate"],
                    payload["samples_per_frame"],
                    [Timing(str(s), float(t), int(c), float(u)) for s, t, c, u in payload["timings"]],
                    [[(int(a), int(b)) for a, b in r] for r in payload["requests"]])

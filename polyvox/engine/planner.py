@@ -32,8 +32,8 @@ The policy, in terms of deadlines and costs:
   while the listener has that much buffered (bigger chunks cost less per frame); one close
   to running dry takes what is ready (at least `min_chunk`); one already behind takes
   everything ready, up to the largest chunk. While a request awaits first audio, a stream
-  whose listener can wait out this step and a full next one (`_can_wait_two_steps`) puts
-  its chunk off.
+  whose listener can wait out this step and the next (`_can_wait_two_steps`) puts its
+  chunk off.
 - **The decode tick**: AR streams with time to spare decode on a shared tick (every
   `chunk` AR steps), so that their chunks go in one decoder call instead of one call per
   stream at its own phase.
@@ -277,7 +277,7 @@ class BatchedPlanner:
             slack = stream.slack(now) if stream.is_playing else None
             # NOTE: while a request still waits for its first audio, streams with a long
             # buffer let it go first (their chunk waits a step); work is reordered, not lost.
-            if work.starting and slack is not None and self._can_wait_two_steps(slack):
+            if work.starting and slack is not None and self._can_wait_two_steps(slack, costs):
                 continue
             size = self._chunk_size(slack, stream.ready - rules.lookahead)
             waits = self._waits_for_tick(view, slack, work.overloaded, costs, rows)
@@ -303,10 +303,11 @@ class BatchedPlanner:
         deadline = self._leave_room_for_next_chunks(view, chunks, now, costs, work, rows)
         return self._within_deadline(chunks, now, costs, work, deadline, rows, overdue)
 
-    def _can_wait_two_steps(self, slack: float) -> bool:
-        """Whether a listener can wait out a first-audio step and a full step after it."""
+    def _can_wait_two_steps(self, slack: float, costs: StageCosts) -> bool:
+        """Whether a listener can wait out this step and the next, each as long as a full
+        step (`max_step`) or as the engine's steps take now, if longer (under load)."""
         rules = self.rules
-        return slack > rules.margin + rules.first_audio_step + rules.max_step
+        return slack > rules.margin + 2 * max(rules.max_step, costs.engine_step)
 
     def _overdue(self, stream: StreamView, now: float, costs: StageCosts) -> bool:
         """Whether an AR request would have waited `first_audio_wait` for its first audio
