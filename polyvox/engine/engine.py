@@ -1,9 +1,10 @@
 """The engine: many concurrent streams, one process, each stream as if it were alone.
 
-`Engine.step()` is the whole loop: schedule -> run the stages -> postprocess. Requests
-enter with `add_request` (complete text, or text streamed in with `add_text` /
-`finish_text`) and leave finished, aborted or failed; every step returns the audio chunks
-it produced.
+`Engine.step()` is the whole loop: the planner decides (polyvox/engine/planner.py, on a
+snapshot), `Streams` applies its decisions (KV blocks, decoder slots), the runner runs
+the stages, and the results are delivered. Requests enter with `add_request` (complete
+text, or text streamed in with `add_text` / `finish_text`) and leave finished, aborted or
+failed; every step returns the audio chunks it produced.
 """
 
 from __future__ import annotations

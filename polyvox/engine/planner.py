@@ -247,7 +247,7 @@ class BatchedPlanner:
         prefills: list[StreamView] = []
         for stream in wanting:
             if len(prefills) >= rules.max_clause_prefills or prefills and (
-                    now + spent + costs.clause(len(prefills) + 1) > deadline):
+                    now + spent + costs.clause(len(prefills) + 1, calls=len(prefills) + 1) > deadline):
                 break
             prefills.append(stream)
         if not starting:  # nobody awaits first audio: the rest may run now

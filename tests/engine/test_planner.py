@@ -4,7 +4,9 @@ of what it is shown."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -263,3 +265,25 @@ def test_a_clause_prefilled_this_step_takes_its_first_ar_step_in_it():
     streams = [stream("p", 0.5), stream("n", None, generating=False, prefill=10)]
     work, _ = plan(streams)
     assert work.prefills == ("n",) and work.steps == ("p", "n")
+
+
+def test_the_planner_reads_no_clock_and_the_engine_probes_no_family():
+    """Purity by construction: the planner module imports no clock; no engine module asks
+    a family what it has (`getattr` / `hasattr` on it): families declare traits."""
+    engine = Path(__file__).resolve().parents[2] / "polyvox" / "engine"
+    tree = ast.parse((engine / "planner.py").read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in (node.names if isinstance(node, ast.Import) else [node])
+                if isinstance(alias, ast.alias)}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert not imported & {"time", "datetime", "asyncio"}, imported
+    names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    assert not names & {"monotonic", "perf_counter", "time"}, names
+    for path in engine.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr") and node.args
+                    and "family" in ast.unparse(node.args[0])):
+                raise AssertionError(f"{path.name}: {ast.unparse(node)} probes the family")
