@@ -61,9 +61,6 @@ class EngineConfig:
     max_queued: int = 1024  # waiting requests beyond this are refused by add_request
     num_decoder_slots: int | None = None  # None: max_running
     prefill_token_budget: int = 1024  # tokens packed into one prefill batch
-    # Non-autoregressive families (Piper) compute a whole clause per prefill, one request at
-    # a time: a cap keeps a burst of new requests from starving running streams' decoding.
-    max_clause_prefills_per_step: int = 4
     # Chunking and clause length: None takes the family's preference (a family attribute
     # `traits.preferred_settings`, e.g. Piper's windowed decoder wants longer chunks), then
     # FALLBACKS. `Engine` resolves them with `for_family`.

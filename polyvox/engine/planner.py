@@ -131,7 +131,6 @@ class Rules:
     min_chunk: int = 1
     max_running: int = 64
     prefill_token_budget: int = 1024
-    max_clause_prefills: int = 4
     tick: bool = True  # AR streams with time to spare decode on a shared tick
     margin: float = 0.05
     first_audio_step: float = 0.15
@@ -148,7 +147,6 @@ class Rules:
             chunk=config.chunk_frames, max_chunk=config.max_chunk_frames,
             min_chunk=config.min_chunk_frames, max_running=config.max_running,
             prefill_token_budget=config.prefill_token_budget,
-            max_clause_prefills=config.max_clause_prefills_per_step,
             tick=config.schedule == "batched", margin=config.delivery_margin_seconds,
             first_audio_step=config.first_audio_step_seconds,
             first_audio_wait=config.first_audio_wait_seconds,
@@ -246,8 +244,8 @@ class BatchedPlanner:
         spent = sum(costs.piece(s.rest_frames) for s in urgent)
         prefills: list[StreamView] = []
         for stream in wanting:
-            if len(prefills) >= rules.max_clause_prefills or prefills and (
-                    now + spent + costs.clause(len(prefills) + 1, calls=len(prefills) + 1) > deadline):
+            if prefills and (now + spent + costs.clause(len(prefills) + 1,
+                                                         calls=len(prefills) + 1) > deadline):
                 break
             prefills.append(stream)
         if not starting:  # nobody awaits first audio: the rest may run now
