@@ -25,7 +25,7 @@ from typing import Any
 from polyvox.bench.records import RequestRecord
 from polyvox.engine.baselines import make_planner_of
 from polyvox.engine.costs import LinearCost, StageCosts, Timing
-from polyvox.engine.planner import Planner, Rules, StreamView, View
+from polyvox.engine.plans import Planner, Rules, StreamView, View
 
 TRACE_FORMAT = "polyvox-trace/1"
 IDLE_TICK = 0.001  # seconds the simulated engine waits when a step has nothing to do

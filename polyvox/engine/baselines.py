@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from polyvox.engine.costs import StageCosts
-from polyvox.engine.planner import BatchedPlanner, Chunk, Planner, Rules, StreamView, View, WorkPlan
+from polyvox.engine.planner import BatchedPlanner
+from polyvox.engine.plans import Chunk, Planner, Rules, StreamView, View, WorkPlan
 
 
 class SequentialPlanner(BatchedPlanner):

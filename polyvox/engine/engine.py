@@ -26,7 +26,7 @@ from polyvox.engine.load import LoadModel
 from polyvox.engine.runner import DecodeItem, HostRow, PrefillItem, Runner, StepItem, StepResult
 from polyvox.engine.baselines import make_planner
 from polyvox.engine.costs import Recording, StageCosts, Timing
-from polyvox.engine.planner import WorkPlan
+from polyvox.engine.plans import WorkPlan
 from polyvox.engine.streams import Streams
 from polyvox.models.base import ModelFamily
 from polyvox.request import AudioChunk, ChunkPlace, Request, Status

@@ -21,7 +21,7 @@ import torch
 from polyvox.config import EngineConfig
 from polyvox.engine.decoder_pool import DecoderSlotPool
 from polyvox.engine.kv_cache import BlockManager
-from polyvox.engine.planner import StreamView, View
+from polyvox.engine.plans import StreamView, View
 from polyvox.engine.runner import PrefillItem, Runner, StepItem
 from polyvox.models.base import ClausePlan, ModelFamily
 from polyvox.request import Clause, Request, Status

@@ -14,7 +14,7 @@ from polyvox.config import EngineConfig
 from polyvox.engine.baselines import make_planner_of
 from polyvox.engine.costs import Recording, Timing
 from polyvox.engine.engine import Engine, run_to_completion
-from polyvox.engine.planner import Rules
+from polyvox.engine.plans import Rules
 
 
 
