@@ -93,7 +93,7 @@ class Rules:
     min_chunk: int = 1
     max_running: int = 64
     prefill_token_budget: int = 1024
-    tick: bool = True  # AR streams with time to spare decode on a shared tick
+    tick: bool = True  # AR streams with time to spare share a decode tick (set: make_planner_of)
     margin: float = 0.05
     first_audio_step: float = 0.15
     first_audio_wait: float | None = 0.1
@@ -109,7 +109,7 @@ class Rules:
             chunk=config.chunk_frames, max_chunk=config.max_chunk_frames,
             min_chunk=config.min_chunk_frames, max_running=config.max_running,
             prefill_token_budget=config.prefill_token_budget,
-            tick=config.schedule == "batched", margin=config.delivery_margin_seconds,
+            margin=config.delivery_margin_seconds,
             first_audio_step=config.first_audio_step_seconds,
             first_audio_wait=config.first_audio_wait_seconds,
             max_step=config.max_step_seconds)
