@@ -60,7 +60,8 @@ class Trace:
         rules = Rules(**{k: v for k, v in payload["rules"].items() if k in known})
         return cls(payload["model"], rules, payload["sample_rate"],
                    payload["samples_per_frame"],
-                   [Timing(str(s), float(t), int(c), float(u)) for s, t, c, u in payload["timings"]],
+                   [Timing(str(s), float(t), int(c), float(u))
+                    for s, t, c, u in payload["timings"]],
                    [[(int(a), int(b)) for a, b in r] for r in payload["requests"]])
 
 

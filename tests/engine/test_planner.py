@@ -158,7 +158,8 @@ def test_a_new_request_goes_before_streams_with_a_long_buffer():
                stream("new", None, ready=2)]
     _, chunks = plan(streams, stepped=False)
     assert set(chunks) == {"mid", "new"}
-    _, chunks = plan(streams[:2], stepped=False)  # once nobody awaits first audio, the old one decodes too
+    # once nobody awaits first audio, the old one decodes too
+    _, chunks = plan(streams[:2], stepped=False)
     assert set(chunks) == {"old", "mid"}
 
 
