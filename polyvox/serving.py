@@ -14,6 +14,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import torch
@@ -21,6 +22,7 @@ import torch
 from polyvox.config import EngineConfig
 from polyvox.engine.async_engine import AsyncEngine
 from polyvox.engine.engine import Engine, EngineError
+from polyvox.request import AudioChunk
 from polyvox.startup import StartupTimes
 
 VOICE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -55,8 +57,41 @@ class Served:
         return dataclasses.replace(params, **self.param_overrides) if self.param_overrides \
             else params
 
+    def generate(self, text: str | AsyncIterator[str], voice: str, params: Any,
+                 normalize: bool = True) -> AsyncIterator[AudioChunk]:
+        """One request's audio chunks (AsyncEngine.generate): what the server streams."""
+        return self.runtime.generate(text, voice, params, normalize=normalize)
+
     def voice_names(self) -> list[str]:
         return sorted(self.engine.voices)
+
+    async def register_voice(self, name: str, prefix: Any) -> None:
+        engine = self.engine
+        await self.runtime.call(lambda: engine.register_voice(name, prefix.k, prefix.v))
+
+    async def unregister_voice(self, name: str) -> None:
+        engine = self.engine
+        await self.runtime.call(lambda: engine.unregister_voice(name))
+
+    async def engine_state(self) -> dict[str, Any] | None:
+        """The engine's pools and queues (polyvox/server/metrics.py)."""
+        from polyvox.server.metrics import engine_state
+
+        engine = self.engine
+        return await self.runtime.call(lambda: engine_state(engine))
+
+    async def barrier(self) -> None:
+        """Returns once every command queued before it ran on the engine thread (an abort
+        queued by a closed stream has then freed what the stream held)."""
+        await self.runtime.call(lambda: None)
+
+    def text_pipeline(self, normalize: bool = True) -> Any:
+        """The text path of a streamed request (what the WebSocket's word timings replay)."""
+        return self.engine.text_pipeline(normalize)
+
+    @property
+    def samples_per_frame(self) -> int:
+        return int(self.family.audio.samples_per_frame)
 
     def voice_from_audio(self, audio: torch.Tensor, sample_rate: int, name: str) -> Any:
         """A voice prefix from a recording (runs the codec encoder; call off the event loop

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
 from polyvox.engine.engine import Engine, EngineError
@@ -127,10 +127,11 @@ class AsyncEngine:
     # --- requests --------------------------------------------------------------------------
 
     async def generate(self, text: str | AsyncIterator[str], voice: str, params: Any,
-                       request_id: str | None = None,
-                       normalize: bool = True) -> AsyncIterator[AudioChunk]:
+                       request_id: str | None = None, normalize: bool = True,
+                       clauses: Sequence[str] | None = None) -> AsyncIterator[AudioChunk]:
         """Audio chunks of one request, as they are decoded. Raises EngineError before the
-        first chunk if the engine refuses the request, and at the end if it failed."""
+        first chunk if the engine refuses the request, and at the end if it failed.
+        `clauses`: the text already split (Engine.add_request); `text` is then ignored."""
         chunks: asyncio.Queue[AudioChunk] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         streamed = not isinstance(text, str)
@@ -140,7 +141,7 @@ class AsyncEngine:
         def add() -> str:
             request = self.engine.add_request("" if streamed else text, voice, params,  # type: ignore[arg-type]
                                               request_id, text_complete=not streamed,
-                                              normalize=normalize)
+                                              normalize=normalize, clauses=clauses)
             self._streams[request.request_id] = (loop, chunks)
             added.append(request.request_id)
             return request.request_id

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -160,9 +160,12 @@ class Engine:
     # --- requests ----------------------------------------------------------------------------
 
     def add_request(self, text: str, voice: str, params: Any, request_id: str | None = None,
-                    text_complete: bool = True, normalize: bool = True) -> Request:
+                    text_complete: bool = True, normalize: bool = True,
+                    clauses: Sequence[str] | None = None) -> Request:
         """Queue a request. With text_complete=False more text follows via add_text().
-        `normalize` reads numbers, dates, codes, emails, ... as words (English)."""
+        `normalize` reads numbers, dates, codes, emails, ... as words (English). `clauses`:
+        the text already split (`clauses_of`), spoken as given; `text` is then ignored (a
+        cluster resumes a stream from its first clause not yet delivered this way)."""
         if voice not in self.voices:
             raise EngineError(f"unknown voice {voice!r}; registered: {sorted(self.voices)}")
         if len(self.streams.waiting) >= self.config.max_queued:
@@ -172,18 +175,15 @@ class Engine:
             raise EngineError(f"request id {request_id!r} is in use")
         request = Request(request_id, self.voices[voice], params, text_complete=text_complete)
         request.generator.manual_seed(params.seed)
-        if text_complete and self.config.chaining == "pocket":
-            text = clean_text(text)  # as TextPipeline does: no control or format characters
-            if normalize:
-                text = make_normalizer("en").normalize(text)
-            if text.strip():
-                request.pending_clauses.extend(
-                    self.family.split_like_reference(text, self.config.max_clause_tokens))
+        if clauses is not None:
+            if not text_complete or not all(isinstance(c, str) and c.strip() for c in clauses):
+                raise EngineError("clauses must be complete text: non-empty strings")
+            request.pending_clauses.extend(clauses)
+        elif text_complete:
+            request.pending_clauses.extend(self.clauses_of(text, normalize))
         else:
             request.splitter = self.text_pipeline(normalize)
             request.pending_clauses.extend(request.splitter.feed(text))
-            if text_complete:
-                request.pending_clauses.extend(request.splitter.flush())
         if text_complete and not request.pending_clauses:
             raise EngineError("the text is empty: give at least one word to speak")
         if text_complete:
@@ -191,6 +191,17 @@ class Engine:
         self.requests[request_id] = request
         self.streams.waiting.append(request)
         return request
+
+    def clauses_of(self, text: str, normalize: bool = True) -> list[str]:
+        """A complete text as the clauses its request speaks, in order."""
+        if self.config.chaining == "pocket":
+            text = clean_text(text)  # as TextPipeline does: no control or format characters
+            if normalize:
+                text = make_normalizer("en").normalize(text)
+            return self.family.split_like_reference(text, self.config.max_clause_tokens) \
+                if text.strip() else []
+        splitter = self.text_pipeline(normalize)
+        return [*splitter.feed(text), *splitter.flush()]
 
     def text_pipeline(self, normalize: bool = True) -> TextPipeline:
         """The text path of a streamed request: what the WebSocket's word timings replay

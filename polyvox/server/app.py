@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,13 +33,13 @@ from polyvox.server.auth import require_api_key
 from polyvox.server.catalog import OPENAI_MODELS
 from polyvox.server.config import ServerConfig
 from polyvox.server.errors import APIError, install_error_handlers
-from polyvox.server.metrics import engine_state
 from polyvox.server.state import ServerState
 from polyvox.server.voice_store import VoiceStore
 from polyvox.serving import DEFAULT_VOICE, Served, length_cap_overrides, load_served
 from polyvox.startup import StartupTimes
 
 log = logging.getLogger(__name__)
+Loader = Callable[[ServerState], Awaitable[Any]]  # loads the served model (create_app)
 ADMIT_EVERY_SECONDS = 0.1  # queued requests are let in at least this often
 SAVE_LOAD_EVERY_TICKS = 300  # the load model is saved every 30 s
 
@@ -47,25 +47,32 @@ SAVE_LOAD_EVERY_TICKS = 300  # the load model is saved every 30 s
 def create_app(config: ServerConfig,
                on_ready: Callable[[Served, StartupTimes], None] | None = None,
                on_fatal: Callable[[str], None] | None = None,
-               process_seconds: float | None = None) -> FastAPI:
+               process_seconds: float | None = None,
+               loader: Loader | None = None,
+               routers: Sequence[APIRouter] = ()) -> FastAPI:
     """`on_ready` runs once the model is loaded; `on_fatal` when it cannot be (the CLI
     stops the server then). `process_seconds`: how long the process ran before (the
-    CLI's imports and setup), the first phase of the start's report."""
+    CLI's imports and setup), the first phase of the start's report. `loader`: what
+    loads the served model (default: the model in this process, `load_engine`; a
+    cluster's ingress loads its replicas: polyvox/cluster/deploy.py); `routers`: more
+    endpoints."""
     state = ServerState(config)
+    load = loader or load_engine
     if process_seconds is not None:
         state.startup.add("process", process_seconds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        loading = asyncio.create_task(_load(state, on_ready, on_fatal))
+        loading = asyncio.create_task(_load(state, load, on_ready, on_fatal))
         admitting = asyncio.create_task(_admit_periodically(state))
         try:
             yield
         finally:
             state.admission.is_ready = False
-            for task in (loading, admitting):
+            tasks = (loading, admitting, *state.tasks)
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(loading, admitting, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             if state.loaded is not None:
                 await asyncio.to_thread(state.loaded.stop)
                 if state.admission.capacity is not None and state.load_path is not None:
@@ -81,29 +88,17 @@ def create_app(config: ServerConfig,
     app.include_router(websocket.router)
     app.include_router(voices.router)
     app.include_router(page.router)
+    for router in routers:
+        app.include_router(router)
     return app
 
 
-async def _load(state: ServerState, on_ready: Callable[[Served, StartupTimes], None] | None,
+async def _load(state: ServerState, load: Loader,
+                on_ready: Callable[[Served, StartupTimes], None] | None,
                 on_fatal: Callable[[str], None] | None) -> None:
     config = state.config
     try:
-        state.load_path = load_file.load_file(config)
-        # the resampler's scipy.signal loads beside the model (resample.py)
-        preloading = asyncio.create_task(asyncio.to_thread(importlib.import_module,
-                                                           "scipy.signal"))
-        served = await asyncio.to_thread(_load_served, config, state.load_path,
-                                         state.startup)
-        await preloading
-        served.start()
-        state.loaded = served
-        state.admission.pressure = lambda: served.engine.num_behind > 0
-        if config.calibrate_seconds > 0:  # else: admission by the reactive limit alone
-            state.admission.capacity = lambda: served.engine.load.capacity()
-        state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,
-                                  config.min_voice_seconds)
-        with state.startup.measure("voices"):
-            await state.voices.load()
+        served = await load(state)
     except Exception as error:  # noqa: BLE001 - reported, and the server stops
         reason = error.args[0] if isinstance(error, KeyError) and error.args else error
         state.load_error = f"cannot load model {config.model!r}: {reason}"
@@ -114,6 +109,29 @@ async def _load(state: ServerState, on_ready: Callable[[Served, StartupTimes], N
     state.admission.is_ready = True
     if on_ready is not None:
         on_ready(served, state.startup)
+
+
+async def load_engine(state: ServerState) -> Served:
+    """The model in this process, with its engine, admission's view of it and the voices
+    saved by earlier runs."""
+    config = state.config
+    state.load_path = load_file.load_file(config)
+    # the resampler's scipy.signal loads beside the model (resample.py)
+    preloading = asyncio.create_task(asyncio.to_thread(importlib.import_module,
+                                                       "scipy.signal"))
+    served = await asyncio.to_thread(_load_served, config, state.load_path,
+                                     state.startup)
+    await preloading
+    served.start()
+    state.loaded = served
+    state.admission.pressure = lambda: served.engine.num_behind > 0
+    if config.calibrate_seconds > 0:  # else: admission by the reactive limit alone
+        state.admission.capacity = lambda: served.engine.load.capacity()
+    state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,
+                              config.min_voice_seconds)
+    with state.startup.measure("voices"):
+        await state.voices.load()
+    return served
 
 
 async def _admit_periodically(state: ServerState) -> None:
@@ -195,17 +213,16 @@ def _service_router(config: ServerConfig) -> APIRouter:
     async def metrics(request: Request) -> Response:
         state: ServerState = request.app.state.polyvox
         if state.loaded is not None and state.admission.is_ready:
-            engine = state.loaded.engine
-            state.metrics.set_engine_state(
-                await state.loaded.runtime.call(lambda: engine_state(engine)))
+            pools = await state.loaded.engine_state()
+            if pools is not None:
+                state.metrics.set_engine_state(pools)
         return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     if config.debug_state:
         @router.get("/debug/state", dependencies=protected)
         async def debug_state(request: Request) -> dict[str, Any]:
             state: ServerState = request.app.state.polyvox
-            engine = state.served.engine
-            snapshot = await state.served.runtime.call(lambda: engine_state(engine))
+            snapshot = await state.served.engine_state() or {}
             admission = state.admission
             return {**snapshot, "admission_running": admission.num_running,
                     "admission_queued": admission.num_queued,

@@ -48,6 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="streams the engine batches (and decoder slots)")
     engine.add_argument("--kv-memory-mb", type=float, default=512.0)
     add_device_arguments(engine)
+    cluster = parser.add_argument_group("cluster (Ray Serve replicas: docs/deploy.md)")
+    cluster.add_argument("--replicas", type=int, default=None,
+                         help="run the engines as N Ray Serve replicas behind this server "
+                         "(default: one engine in this process)")
+    cluster.add_argument("--ray-address", default=None,
+                         help="join this Ray cluster (default: $RAY_ADDRESS, else start a "
+                         "local one)")
+    cluster.add_argument("--cpus-per-replica", type=float, default=1.0,
+                         help="CPUs Ray reserves for each replica (default 1)")
     limits = parser.add_argument_group("admission and limits")
     limits.add_argument("--max-streams", type=int, default=None,
                         help="streams generating at once (default: --max-running)")
@@ -105,9 +114,20 @@ def serve(args: argparse.Namespace) -> int:
     from polyvox.server.app import create_app
     from polyvox.startup import seconds_since_process_start
 
-    if args.threads:
+    if args.threads and args.replicas is None:
         torch.set_num_threads(args.threads)
     config = config_from_args(args)
+    extra: dict[str, Any] = {}
+    if args.replicas is not None:
+        from polyvox.cluster.deploy import ClusterOptions, cluster_router
+
+        try:
+            cluster = ClusterOptions(args.replicas, args.ray_address, args.cpus_per_replica,
+                                     args.threads)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        extra = {"loader": cluster.loader(), "routers": [cluster_router()]}
     failure: list[str] = []
     server: uvicorn.Server | None = None
 
@@ -117,14 +137,19 @@ def serve(args: argparse.Namespace) -> int:
             server.should_exit = True
 
     def on_ready(served: Any, startup: Any) -> None:
-        if served.family.is_random:
-            print(f"note: no weights found for {served.name}: it runs with random weights, so "
-                  "the audio is noise (pass --weights)", file=sys.stderr, flush=True)
-        print(f"polyvox: {startup.describe()}", flush=True)
+        if args.replicas is not None:
+            print(f"polyvox: {args.replicas} replica(s) of {served.name} on Ray Serve, "
+                  f"{startup.describe()}", flush=True)
+        else:
+            if served.family.is_random:
+                print(f"note: no weights found for {served.name}: it runs with random "
+                      "weights, so the audio is noise (pass --weights)", file=sys.stderr,
+                      flush=True)
+            print(f"polyvox: {startup.describe()}", flush=True)
         print(_how_to_call(args, served.name), flush=True)
 
     app = create_app(config, on_ready=on_ready, on_fatal=on_fatal,
-                     process_seconds=seconds_since_process_start())
+                     process_seconds=seconds_since_process_start(), **extra)
     server = uvicorn.Server(uvicorn.Config(
         app, host=args.host, port=args.port, log_level=args.log_level,
         access_log=args.access_log, ws_max_size=2**20, timeout_graceful_shutdown=5))

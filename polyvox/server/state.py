@@ -3,6 +3,7 @@ metrics, voices; and `LiveStream`, one generation as the endpoints consume it.""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,6 +33,8 @@ class ServerState:
         self.load_error: str | None = None
         self.load_path: Path | None = None  # the engine's saved load model (load_file.py)
         self.startup = StartupTimes()  # how long loading took, by phase (polyvox/startup.py)
+        self.tasks: list[asyncio.Task[None]] = []  # the loader's background work, cancelled
+        # at shutdown
 
     @property
     def served(self) -> Served:
@@ -60,7 +63,7 @@ class ServerState:
               endpoint: str, started: float, normalize: bool = True) -> LiveStream:
         """The stream of an admitted request (it takes over the ticket; never raises)."""
         assert self.loaded is not None  # a ticket is only handed out once loaded
-        chunks = self.loaded.runtime.generate(text, voice, params, normalize=normalize)
+        chunks = self.loaded.generate(text, voice, params, normalize=normalize)
         return LiveStream(self, chunks, ticket, endpoint, started,
                           is_text_complete=isinstance(text, str),
                           sample_rate=self.loaded.sample_rate)

@@ -127,17 +127,14 @@ class VoiceStore:
                                param="voice_id")
             if voice_id not in self.added:
                 raise APIError(404, f"no voice {voice_id!r}", param="voice_id")
-            engine = self.served.engine
-            await self.served.runtime.call(lambda: engine.unregister_voice(voice_id))
+            await self.served.unregister_voice(voice_id)
             del self.added[voice_id]
             self._remove_files(voice_id)
 
     # --- helpers -------------------------------------------------------------------------
 
     async def _register(self, voice_id: str, prefix: Any) -> None:
-        engine = self.served.engine
-        await self.served.runtime.call(
-            lambda: engine.register_voice(voice_id, prefix.k, prefix.v))
+        await self.served.register_voice(voice_id, prefix)
 
     async def _from_state(self, data: bytes) -> Any:
         with tempfile.NamedTemporaryFile(dir=self.directory, suffix=".upload") as upload:

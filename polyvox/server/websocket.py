@@ -186,8 +186,8 @@ class Session:
         if not self.settings.word_timings:
             return None
         served = self.state.served
-        return WordTimeline(served.engine.text_pipeline(self.settings.normalize),
-                            served.sample_rate, served.family.audio.samples_per_frame)
+        return WordTimeline(served.text_pipeline(self.settings.normalize),
+                            served.sample_rate, served.samples_per_frame)
 
     async def _cancel(self) -> None:
         """Barge-in: stop every utterance not finished yet (the one speaking, those
@@ -205,7 +205,7 @@ class Session:
         if self._in_flight is not None:
             await asyncio.gather(self._in_flight, return_exceptions=True)
         try:
-            await self.state.served.runtime.call(lambda: None)
+            await self.state.served.barrier()
         except APIError:
             pass  # shutting down: the engine is stopping anyway
         cancelled = list(range(self.num_finished, self.num_utterances))

@@ -1,0 +1,171 @@
+"""`polyvox serve --replicas N`: the server's endpoints in this process (the ingress), its
+engines as N Ray Serve replicas.
+
+    cluster = ClusterOptions(replicas=2)
+    app = create_app(config, loader=cluster.loader(), routers=[cluster_router()])
+
+`ClusterOptions.loader` starts a local Ray instance (or joins `ray_address`), deploys the
+replicas with polyvox's request router (router.py), waits for them, and gives the server
+a `ClusterServed` (ingress.py) with admission across the cluster. A background task
+follows the replicas (joined, gone, draining) every `REFRESH_SECONDS`. At shutdown the
+deployment is deleted, and the Ray instance stopped when this process started it.
+
+Endpoints added: GET /v1/cluster (the replicas: id, pid, node, state, streams, limit,
+listeners behind, start phases) and POST /v1/cluster/replicas/{id}/drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from polyvox.cluster.ingress import ClusterServed
+from polyvox.cluster.replica import EngineReplica, ReplicaOptions
+from polyvox.server.auth import require_api_key
+from polyvox.server.errors import APIError
+from polyvox.server.state import ServerState
+from polyvox.server.voice_store import VoiceStore
+
+log = logging.getLogger(__name__)
+APP_NAME = "polyvox"
+DEPLOYMENT = "polyvox-engine"
+REFRESH_SECONDS = 0.1  # how often the ingress reads the replicas' state
+STATS_SECONDS = 0.2  # how often a replica reports its load to the router
+# a stream finishes on a replica being stopped (scale-down, upgrade) for up to this long
+GRACEFUL_STOP_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    replicas: int = 1
+    ray_address: str | None = None  # None: RAY_ADDRESS, else a local instance
+    cpus_per_replica: float = 1.0
+    threads: int = 0  # torch threads per replica (0: Ray's, one per CPU it reserves)
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise ValueError("replicas must be >= 1")
+        if self.cpus_per_replica < 0:
+            raise ValueError("cpus_per_replica must be >= 0")
+
+    def loader(self) -> Any:
+        async def load(state: ServerState) -> ClusterServed:
+            return await load_cluster(state, self)
+        return load
+
+
+def start_ray(options: ClusterOptions) -> bool:
+    """Join the Ray cluster at `ray_address` (or $RAY_ADDRESS), else start a local one
+    sized for the replicas; True when this process started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = options.ray_address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, namespace=APP_NAME, log_to_driver=False)
+        return False
+    cpus = max(os.cpu_count() or 1, int(options.replicas * options.cpus_per_replica + 1))
+    ray.init(num_cpus=cpus, include_dashboard=False, namespace=APP_NAME, log_to_driver=False)
+    return True
+
+
+def deploy(config: Any, options: ClusterOptions) -> Any:
+    """Deploy the replicas (returns once they are all ready): their deployment handle."""
+    from ray import serve
+    from ray.serve.config import RequestRouterConfig
+
+    serve.start(proxy_location="Disabled")  # the ingress is this process's own server
+    deployment = serve.deployment(
+        EngineReplica, name=DEPLOYMENT, num_replicas=options.replicas,
+        max_ongoing_requests=100_000,  # admission is the ingress's, not Serve's
+        graceful_shutdown_timeout_s=GRACEFUL_STOP_SECONDS,
+        health_check_period_s=2.0, health_check_timeout_s=30.0,
+        ray_actor_options={"num_cpus": options.cpus_per_replica},
+        request_router_config=RequestRouterConfig(
+            request_router_class="polyvox.cluster.router.PolyvoxRouter",
+            request_routing_stats_period_s=STATS_SECONDS,
+            request_routing_stats_timeout_s=5.0))
+    replica = deployment.bind(ReplicaOptions(config, options.threads))
+    return serve.run(replica, name=APP_NAME, route_prefix=None)
+
+
+async def load_cluster(state: ServerState, options: ClusterOptions) -> ClusterServed:
+    """The loader of a cluster ingress (create_app's `loader`)."""
+    config = state.config
+    with state.startup.measure("ray"):
+        started_ray = await asyncio.to_thread(start_ray, options)
+    with state.startup.measure("replicas"):
+        handle = await asyncio.to_thread(deploy, config, options)
+        info = await handle.options(method_name="describe").remote()  # starts the router
+    served = ClusterServed(handle, DEPLOYMENT, info)
+    served.stop = lambda: shut_down(started_ray)  # type: ignore[method-assign]
+    for _ in range(100):
+        await served.refresh()
+        if served.has_ready:
+            break
+        await asyncio.sleep(REFRESH_SECONDS)
+    state.loaded = served
+    state.admission.max_running = state.admission.limit = 1_000_000  # the replicas' limits
+    state.admission.pressure = None  # a replica behind lowers its own share (capacity())
+    state.admission.capacity = served.capacity
+    state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,  # type: ignore[arg-type]
+                              config.min_voice_seconds)
+    with state.startup.measure("voices"):
+        await state.voices.load()
+    state.tasks.append(asyncio.create_task(_follow(state, served)))
+    return served
+
+
+async def _follow(state: ServerState, served: ClusterServed) -> None:
+    """Keep the cluster's view current; admission is open while a replica is ready."""
+    while True:
+        await asyncio.sleep(REFRESH_SECONDS)
+        try:
+            await served.refresh()
+        except Exception:  # noqa: BLE001 - a failed read is retried at the next tick
+            log.exception("reading the replicas' state failed")
+            continue
+        state.admission.is_ready = served.has_ready
+        state.admission.let_in()
+
+
+def shut_down(started_ray: bool) -> None:
+    import ray
+    from ray import serve
+
+    try:
+        serve.delete(APP_NAME)
+        if started_ray:
+            serve.shutdown()
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+def cluster_router() -> APIRouter:
+    router = APIRouter(dependencies=[Depends(require_api_key)])
+
+    def served_of(request: Request) -> ClusterServed:
+        state: ServerState = request.app.state.polyvox
+        served = state.served
+        assert isinstance(served, ClusterServed)
+        return served
+
+    @router.get("/v1/cluster")
+    async def describe(request: Request) -> dict[str, Any]:
+        return served_of(request).describe()
+
+    @router.post("/v1/cluster/replicas/{replica_id}/drain")
+    async def drain(replica_id: str, request: Request) -> dict[str, Any]:
+        served = served_of(request)
+        if replica_id not in served.replicas:
+            raise APIError(404, f"no replica {replica_id!r}", param="replica_id")
+        return (await served.drain(replica_id)).describe()
+
+    return router

@@ -1,0 +1,214 @@
+"""One engine replica of a polyvox cluster: a Ray Serve deployment around one served model
+(the model, its engine, the asyncio runtime), loaded as `polyvox serve` loads it.
+
+The ingress (ingress.py) decides which replica runs a stream and calls it with a `Route`
+naming it (router.py); the replica runs what it is given. It reports its load to the
+router (`record_routing_stats`): ready, draining, the streams its engine is predicted to
+sustain (`limit`), the streams it runs, its listeners behind, its voices.
+
+Calls:
+    generate(job)            a stream: first {"clauses": [...]}, then one message per
+                             chunk {"samples", "clause_index", "ends_clause", "word_frames"}
+    add_text / finish_text   more text of a streamed job (the WebSocket)
+    voice_from_audio         a voice prefix made from a recording (the codec encoder)
+    register_voice / unregister_voice   the voices the ingress keeps, on every replica
+    describe                 id, pid, node, load, the start's phases
+    drain                    take no new streams (the ingress stops routing here)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from polyvox.engine.engine import EngineError
+from polyvox.server.config import ServerConfig
+from polyvox.startup import StartupTimes, seconds_since_process_start
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One stream as the ingress sends it to a replica."""
+
+    request_id: str
+    voice: str
+    seed: int = 0
+    temperature: float | None = None
+    speed: float = 1.0
+    normalize: bool = True
+    text: str | None = None  # the whole text; None when streamed (add_text) or resumed
+    clauses: tuple[str, ...] | None = None  # resumed: the clauses still to speak
+
+
+@dataclass(frozen=True)
+class ReplicaOptions:
+    config: ServerConfig
+    threads: int = 0  # torch threads (0: torch's default)
+
+
+class EngineReplica:
+    def __init__(self, options: ReplicaOptions) -> None:
+        from polyvox.server import load_file
+        from polyvox.server.app import _load_served
+
+        began = time.perf_counter()
+        self.startup = StartupTimes()
+        process = seconds_since_process_start()
+        if process is not None:
+            self.startup.add("process", process)
+        if options.threads:
+            torch.set_num_threads(options.threads)
+        config = options.config
+        self.config = config
+        load_path = load_file.load_file(config)
+        self.served = _load_served(config, load_path, self.startup)
+        self.served.start()
+        self.engine = self.served.engine
+        self.is_draining = False
+        self.running = 0
+        self._texts: dict[str, asyncio.Queue[str | None]] = {}
+        self.replica_id = _replica_id()
+        self.ready_seconds = time.perf_counter() - began
+        log.info("replica %s: %s", self.replica_id, self.startup.describe())
+
+    # --- load ------------------------------------------------------------------------------
+
+    @property
+    def limit(self) -> int:
+        """Streams this replica may run at once: its engine's predicted capacity when
+        calibrated, else --max-streams."""
+        if self.config.calibrate_seconds > 0 and self.engine.load.is_fitted:
+            return max(1, min(self.config.max_streams, self.engine.load.capacity()))
+        return self.config.max_streams
+
+    def record_routing_stats(self) -> dict[str, Any]:
+        return {"is_ready": True, "is_draining": self.is_draining, "limit": self.limit,
+                "running": self.running, "behind": int(self.engine.num_behind),
+                "voices": sorted(self.engine.voices)}
+
+    def describe(self, route: Any = None) -> dict[str, Any]:
+        return {"id": self.replica_id, "pid": os.getpid(), "node": _node_id(),
+                **self.record_routing_stats(), "model": self.served.name,
+                "sample_rate": self.served.sample_rate,
+                "supports_voice_cloning": self.served.supports_voice_cloning,
+                "kv_shape": list(getattr(self.served.family, "kv_shape", ()) or ()),
+                "startup_seconds": dict(self.startup.phases)}
+
+    async def drain(self, route: Any = None) -> int:
+        """Take no new streams from now on; the streams running now (returned) finish."""
+        self.is_draining = True
+        return self.running
+
+    # --- streams ---------------------------------------------------------------------------
+
+    async def generate(self, job: Job, route: Any = None) -> AsyncIterator[dict[str, Any]]:
+        served = self.served
+        try:
+            params = served.params(seed=job.seed, temperature=job.temperature,
+                                   speed=job.speed)
+        except ValueError as error:
+            raise EngineError(str(error)) from None
+        self.running += 1
+        try:
+            text: str | AsyncIterator[str]
+            if job.clauses is not None:
+                clauses, text = list(job.clauses), ""
+            elif job.text is not None:
+                engine, whole = self.engine, job.text
+                clauses = await served.runtime.call(
+                    lambda: engine.clauses_of(whole, job.normalize))
+                text = ""
+            else:
+                clauses, text = None, self._text_of(job.request_id)
+            yield {"clauses": clauses}
+            chunks = served.runtime.generate(text, job.voice, params, request_id=job.request_id,
+                                             normalize=job.normalize, clauses=clauses)
+            async for chunk in chunks:
+                yield {"samples": chunk.samples.detach().cpu().numpy().astype(np.float32),
+                       "clause_index": chunk.clause_index, "ends_clause": chunk.ends_clause,
+                       "word_frames": chunk.word_frames}
+        finally:
+            self.running -= 1
+            self._texts.pop(job.request_id, None)
+
+    def _text_of(self, request_id: str) -> AsyncIterator[str]:
+        pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        self._texts[request_id] = pieces
+
+        async def read() -> AsyncIterator[str]:
+            while (piece := await pieces.get()) is not None:
+                yield piece
+
+        return read()
+
+    async def add_text(self, request_id: str, piece: str, route: Any = None) -> bool:
+        """More text of a streamed job; False when the stream has ended."""
+        pieces = self._texts.get(request_id)
+        if pieces is None:
+            return False
+        pieces.put_nowait(piece)
+        return True
+
+    async def finish_text(self, request_id: str, route: Any = None) -> bool:
+        pieces = self._texts.get(request_id)
+        if pieces is None:
+            return False
+        pieces.put_nowait(None)
+        return True
+
+    # --- voices ----------------------------------------------------------------------------
+
+    async def voice_from_audio(self, audio: np.ndarray, sample_rate: int, name: str,
+                               route: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The voice prefix (k, v) of a recording, made by this replica's codec encoder."""
+        from polyvox.engine.threads import run_single_threaded
+
+        prefix = await asyncio.to_thread(run_single_threaded, self.served.voice_from_audio,
+                                         torch.from_numpy(audio), sample_rate, name)
+        return prefix.k.float().numpy(), prefix.v.float().numpy()
+
+    async def register_voice(self, name: str, k: np.ndarray, v: np.ndarray,
+                             route: Any = None) -> None:
+        engine = self.engine
+        if name in engine.voices:
+            await self.served.runtime.call(lambda: engine.unregister_voice(name))
+        await self.served.runtime.call(
+            lambda: engine.register_voice(name, torch.from_numpy(k), torch.from_numpy(v)))
+
+    async def unregister_voice(self, name: str, route: Any = None) -> None:
+        engine = self.engine
+        if name in engine.voices:
+            await self.served.runtime.call(lambda: engine.unregister_voice(name))
+
+    def __del__(self) -> None:
+        served = getattr(self, "served", None)
+        if served is not None:
+            served.stop()
+
+
+def _replica_id() -> str:
+    try:
+        from ray import serve
+
+        return str(serve.get_replica_context().replica_id.unique_id)
+    except Exception:  # noqa: BLE001 - outside Serve (tests build a replica directly)
+        return f"local-{os.getpid()}"
+
+
+def _node_id() -> str:
+    try:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+    except Exception:  # noqa: BLE001
+        return "local"
