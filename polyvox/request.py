@@ -176,6 +176,7 @@ class Request:
     pending_clauses: deque[str] = field(default_factory=deque)
     text_complete: bool = True
     splitter: Any = None  # TextPipeline: normalization + clause splitting
+    skip_clauses: int = 0  # clauses still to leave out (Engine.add_request)
     clause: Clause | None = None
     next_plan: Any = None  # (text, ClausePlan) of the next clause, once the family planned it
     # --- KV ---

@@ -18,8 +18,9 @@ same code. What it adds:
   on another from the first clause not fully delivered: a clause cut mid-way is spoken
   again from its beginning, faded in over `RESUME_FADE_SECONDS`, so the listener hears
   the cut clause's start twice but loses no clause and hears no finished clause again.
-  The restarted clauses are sampled anew from the request's seed. (Streamed text, the
-  WebSocket, is not yet carried over: its stream ends with an error.)
+  The restarted clauses are sampled anew from the request's seed. A streamed text (the
+  WebSocket) starts again with all of its text so far and its delivered clauses skipped
+  (the text is split again the same way), and its later pieces follow it.
 - Voices: the voices added through the API live here and are registered on every
   replica, also on replicas that join later (a replacement, a scale-up) before they take
   a stream.
@@ -318,52 +319,106 @@ class ClusterServed:
                     response.cancel()  # the listener left: stop the replica's request
 
     async def _streamed(self, job: Job, pieces: AsyncIterator[str]) -> AsyncIterator[AudioChunk]:
-        """A stream whose text arrives in pieces (the WebSocket): the pieces follow it to
-        its replica. Not carried over to another replica yet."""
-        view = self.choose(job.voice)
-        if view is None:
-            raise EngineError("no replica is ready; retry shortly")
-        route = Route(replica=view.replica_id)
-        view.streams += 1
-        view.served += 1
-        response = self.handle.options(method_name="generate", stream=True).remote(
-            job, route=route)
+        """A stream whose text arrives in pieces (the WebSocket). The pieces follow the
+        stream to its replica; the ingress keeps them all, so when the replica dies the
+        stream starts again on another with all of its text so far, its delivered clauses
+        skipped, and the pieces still to come go there."""
+        text: list[str] = []
+        state = _Feed()
+        done = index = 0
+        exclude: set[str] = set()
+        died_at: float | None = None
+        feeder: asyncio.Task[None] | None = None
+
+        async def forward(attempt: _Attempt, method: str, *args: Any) -> None:
+            await attempt.ready.wait()
+            try:
+                await self.handle.options(method_name=method).remote(
+                    attempt.request_id, *args, route=attempt.route)
+            except RayActorError:
+                pass  # the stream moves to another replica with all of its text
 
         async def feed() -> None:
             async for piece in pieces:
-                await self.handle.options(method_name="add_text").remote(
-                    job.request_id, piece, route=route)
-            await self.handle.options(method_name="finish_text").remote(
-                job.request_id, route=route)
+                text.append(piece)
+                await forward(state.attempt, "add_text", piece)  # type: ignore[arg-type]
+            state.is_complete = True
+            await forward(state.attempt, "finish_text")  # type: ignore[arg-type]
 
-        feeder: asyncio.Task[None] | None = None
-        finished = False
-        index = 0
         try:
-            async for message in response:
-                if "clauses" in message:
-                    feeder = asyncio.create_task(feed())
-                    continue
-                yield AudioChunk(job.request_id, torch.from_numpy(message["samples"]),
-                                 self.sample_rate, index, time.monotonic(),
-                                 clause_index=int(message["clause_index"]),
-                                 ends_clause=bool(message["ends_clause"]),
-                                 word_frames=message["word_frames"])
-                index += 1
-            finished = True
-        except RayActorError as error:
-            finished = True
-            raise EngineError(f"the replica running this stream died ({type(error).__name__})"
-                              ) from None
-        except RayTaskError as error:
-            finished = True
-            raise EngineError(_message(error)) from None
+            for number in itertools.count():
+                view = self.choose(job.voice, exclude)
+                if view is None:
+                    raise EngineError("no replica is ready to continue this stream" if number
+                                      else "no replica is ready; retry shortly")
+                attempt = _Attempt(f"{job.request_id}.{number}",
+                                   Route(replica=view.replica_id))
+                call = replace(job, request_id=attempt.request_id, streamed=True,
+                               text="".join(text), skip_clauses=done)
+                state.attempt, is_complete, offset = attempt, state.is_complete, done
+                view.streams += 1
+                view.served += 1
+                response = self.handle.options(method_name="generate", stream=True).remote(
+                    call, route=attempt.route)
+                finished = False
+                try:
+                    async for message in response:
+                        if "clauses" in message:
+                            attempt.ready.set()
+                            if feeder is None:
+                                feeder = asyncio.create_task(feed())
+                            if is_complete:
+                                await forward(attempt, "finish_text")
+                            continue
+                        samples = message["samples"]
+                        if died_at is not None and len(samples):
+                            samples = _faded_in(samples, self.sample_rate)
+                            self.recoveries.append(time.monotonic() - died_at)
+                            died_at = None
+                        clause_index = offset + int(message["clause_index"])
+                        yield AudioChunk(job.request_id, torch.from_numpy(samples),
+                                         self.sample_rate, index, time.monotonic(),
+                                         clause_index=clause_index,
+                                         ends_clause=bool(message["ends_clause"]),
+                                         word_frames=message["word_frames"])
+                        index += 1
+                        if message["ends_clause"]:
+                            done = clause_index + 1
+                    finished = True
+                    return
+                except RayActorError as error:
+                    finished = True
+                    exclude.add(view.replica_id)
+                    self.failovers += 1
+                    died_at = time.monotonic()
+                    log.warning("replica %s died under streamed text %s (%d clauses "
+                                "delivered): continuing on another: %s", view.replica_id,
+                                job.request_id, done, type(error).__name__)
+                except RayTaskError as error:
+                    finished = True
+                    raise EngineError(_message(error)) from None
+                finally:
+                    view.streams -= 1
+                    if not finished:
+                        response.cancel()
         finally:
-            view.streams -= 1
             if feeder is not None:
                 feeder.cancel()
-            if not finished:
-                response.cancel()
+
+
+@dataclass
+class _Attempt:
+    """One replica's run of a streamed text."""
+
+    request_id: str
+    route: Route
+    ready: asyncio.Event = field(default_factory=asyncio.Event)  # it takes text now
+
+
+@dataclass
+class _Feed:
+    attempt: _Attempt | None = None  # where the text's next piece goes
+    is_complete: bool = False  # every piece is in
 
 
 def _faded_in(samples: np.ndarray, sample_rate: int) -> np.ndarray:

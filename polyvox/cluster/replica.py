@@ -46,8 +46,10 @@ class Job:
     temperature: float | None = None
     speed: float = 1.0
     normalize: bool = True
-    text: str | None = None  # the whole text; None when streamed (add_text) or resumed
+    text: str | None = None  # the whole text (streamed: the text so far)
     clauses: tuple[str, ...] | None = None  # resumed: the clauses still to speak
+    streamed: bool = False  # more text follows through add_text, then finish_text
+    skip_clauses: int = 0  # resumed streamed text: its clauses already delivered
 
 
 @dataclass(frozen=True)
@@ -121,18 +123,20 @@ class EngineReplica:
         self.running += 1
         try:
             text: str | AsyncIterator[str]
-            if job.clauses is not None:
+            clauses: list[str] | None = None
+            if job.streamed:
+                text = self._text_of(job.request_id, job.text or "")
+            elif job.clauses is not None:
                 clauses, text = list(job.clauses), ""
-            elif job.text is not None:
-                engine, whole = self.engine, job.text
+            else:
+                engine, whole = self.engine, job.text or ""
                 clauses = await served.runtime.call(
                     lambda: engine.clauses_of(whole, job.normalize))
                 text = ""
-            else:
-                clauses, text = None, self._text_of(job.request_id)
             yield {"clauses": clauses}
             chunks = served.runtime.generate(text, job.voice, params, request_id=job.request_id,
-                                             normalize=job.normalize, clauses=clauses)
+                                             normalize=job.normalize, clauses=clauses,
+                                             skip_clauses=job.skip_clauses)
             async for chunk in chunks:
                 yield {"samples": chunk.samples.detach().cpu().numpy().astype(np.float32),
                        "clause_index": chunk.clause_index, "ends_clause": chunk.ends_clause,
@@ -141,11 +145,13 @@ class EngineReplica:
             self.running -= 1
             self._texts.pop(job.request_id, None)
 
-    def _text_of(self, request_id: str) -> AsyncIterator[str]:
+    def _text_of(self, request_id: str, first: str) -> AsyncIterator[str]:
         pieces: asyncio.Queue[str | None] = asyncio.Queue()
         self._texts[request_id] = pieces
 
         async def read() -> AsyncIterator[str]:
+            if first:
+                yield first
             while (piece := await pieces.get()) is not None:
                 yield piece
 

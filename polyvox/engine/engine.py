@@ -161,11 +161,13 @@ class Engine:
 
     def add_request(self, text: str, voice: str, params: Any, request_id: str | None = None,
                     text_complete: bool = True, normalize: bool = True,
-                    clauses: Sequence[str] | None = None) -> Request:
+                    clauses: Sequence[str] | None = None, skip_clauses: int = 0) -> Request:
         """Queue a request. With text_complete=False more text follows via add_text().
         `normalize` reads numbers, dates, codes, emails, ... as words (English). `clauses`:
         the text already split (`clauses_of`), spoken as given; `text` is then ignored (a
-        cluster resumes a stream from its first clause not yet delivered this way)."""
+        cluster resumes a stream from its first clause not yet delivered this way).
+        `skip_clauses`: the first clauses of the text are not spoken (a cluster resumes a
+        streamed text this way: all of its text again, its delivered clauses skipped)."""
         if voice not in self.voices:
             raise EngineError(f"unknown voice {voice!r}; registered: {sorted(self.voices)}")
         if len(self.streams.waiting) >= self.config.max_queued:
@@ -175,15 +177,16 @@ class Engine:
             raise EngineError(f"request id {request_id!r} is in use")
         request = Request(request_id, self.voices[voice], params, text_complete=text_complete)
         request.generator.manual_seed(params.seed)
+        request.skip_clauses = max(0, skip_clauses)
         if clauses is not None:
             if not text_complete or not all(isinstance(c, str) and c.strip() for c in clauses):
                 raise EngineError("clauses must be complete text: non-empty strings")
-            request.pending_clauses.extend(clauses)
+            _queue_clauses(request, list(clauses))
         elif text_complete:
-            request.pending_clauses.extend(self.clauses_of(text, normalize))
+            _queue_clauses(request, self.clauses_of(text, normalize))
         else:
             request.splitter = self.text_pipeline(normalize)
-            request.pending_clauses.extend(request.splitter.feed(text))
+            _queue_clauses(request, request.splitter.feed(text))
         if text_complete and not request.pending_clauses:
             raise EngineError("the text is empty: give at least one word to speak")
         if text_complete:
@@ -213,12 +216,12 @@ class Engine:
         request = self._live(request_id)
         if request.text_complete:
             raise EngineError(f"request {request_id!r} already has all of its text")
-        request.pending_clauses.extend(request.splitter.feed(text))
+        _queue_clauses(request, request.splitter.feed(text))
 
     def finish_text(self, request_id: str) -> None:
         request = self._live(request_id)
         if not request.text_complete:
-            request.pending_clauses.extend(request.splitter.flush())
+            _queue_clauses(request, request.splitter.flush())
             request.text_complete = True
 
     def fail(self, request_id: str, message: str) -> None:
@@ -574,3 +577,9 @@ def run_to_completion(engine: Engine, max_steps: int = 1_000_000) -> dict[str, t
             audio.setdefault(chunk.request_id, []).append(chunk.samples)
     return {rid: torch.cat(parts) for rid, parts in audio.items()}
 
+
+def _queue_clauses(request: Request, clauses: list[str]) -> None:
+    """Queue a request's next clauses, leaving out the ones it is told to skip."""
+    skipped = min(request.skip_clauses, len(clauses))
+    request.skip_clauses -= skipped
+    request.pending_clauses.extend(clauses[skipped:])

@@ -5,6 +5,8 @@ before any replica is ready, requests get 503."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import time
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 import pytest
+import websockets
 from conftest import cluster, wait_for
 from server_harness import Server, start_server, wait_until
 
@@ -84,3 +87,44 @@ def test_a_killed_replica_loses_no_clause(piper_cluster: tuple[Server, list]) ->
         r["state"] == "ready" and r["id"] != victim["id"] for r in s["replicas"]),
         timeout=90)
     assert victim["pid"] not in {r["pid"] for r in state["replicas"]}
+
+
+def test_a_killed_replica_loses_no_clause_of_streamed_text(
+        piper_cluster: tuple[Server, list]) -> None:
+    """The WebSocket: text still arriving when the replica dies goes on to the next one."""
+    server, _ = piper_cluster
+    wait_for(server, lambda s: len(s["replicas"]) == 2 and all(
+        r["state"] == "ready" for r in s["replicas"]), timeout=90)
+    before = cluster(server)["failovers"]
+
+    async def session() -> tuple[bytes, list[str], dict | None]:
+        audio, events, victim = bytearray(), [], None
+        async with websockets.connect(server.ws_url) as ws:
+            await ws.send(json.dumps({"type": "configure", "model": "tts-1",
+                                      "voice": "alloy", "format": "pcm"}))
+            for city in CITIES[:3]:
+                await ws.send(json.dumps({"type": "text",
+                                          "text": f"The next parcel is going to {city}. "}))
+            async for message in ws:
+                if isinstance(message, bytes):
+                    audio += message
+                    if victim is None and len(audio) >= 2 * PIPER_RATE:
+                        victim = next(r for r in cluster(server)["replicas"] if r["streams"])
+                        os.kill(victim["pid"], signal.SIGKILL)
+                        for city in CITIES[3:]:  # the rest of the text, after the death
+                            await ws.send(json.dumps({
+                                "type": "text", "text": f"The next parcel is going to {city}. "}))
+                        await ws.send(json.dumps({"type": "flush"}))
+                        await ws.send(json.dumps({"type": "end"}))
+                else:
+                    events.append(json.loads(message)["type"])
+        return bytes(audio), events, victim
+
+    audio_bytes, events, victim = asyncio.run(session())
+    assert victim is not None and "error" not in events, events
+    assert events[-1] == "done"
+    audio = np.frombuffer(audio_bytes, dtype="<i2").astype(np.float32) / 32768
+    transcript = Transcriber(threads=2).transcribe(audio, PIPER_RATE).lower()
+    counts = {city: transcript.count(city.lower()) for city in CITIES}
+    assert all(count == 1 for count in counts.values()), (counts, transcript)
+    assert cluster(server)["failovers"] == before + 1
