@@ -4,12 +4,9 @@ local Ray instance and stops it when it stops (tests/server/server_harness.py)."
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 pytest.importorskip("ray.serve")
@@ -17,22 +14,6 @@ pytest.importorskip("ray.serve")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from server_harness import Server, start_server  # noqa: E402
-
-
-def cluster(server: Server) -> dict[str, Any]:
-    return httpx.get(f"{server.url}/v1/cluster", headers=server.headers, timeout=30).json()
-
-
-def wait_for(server: Server, condition: Any, timeout: float = 60.0) -> dict[str, Any]:
-    """/v1/cluster once `condition(it)` holds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = cluster(server)
-        if condition(state):
-            return state
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the cluster never got there: {state}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

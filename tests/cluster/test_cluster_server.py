@@ -16,7 +16,7 @@ import numpy as np
 import openai
 import soundfile
 import websockets
-from conftest import cluster, wait_for
+from cluster_harness import cluster, wait_for
 from server_harness import SAMPLE_RATE, Server
 
 LONG_TEXT = " ".join(["This sentence keeps a stream busy for a while."] * 6)

@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 import websockets
-from conftest import cluster, wait_for
+from cluster_harness import cluster, wait_for
 from server_harness import Server, start_server, wait_until
 
 pytest.importorskip("piper")
