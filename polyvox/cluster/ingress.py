@@ -284,7 +284,7 @@ class ClusterServed:
                         if clauses is None:
                             clauses = list(message["clauses"])
                         continue
-                    samples = message["samples"]
+                    samples = np.array(message["samples"])  # Ray's buffer is read-only
                     if died_at is not None and len(samples):
                         samples = _faded_in(samples, self.sample_rate)
                         self.recoveries.append(time.monotonic() - died_at)
@@ -370,7 +370,7 @@ class ClusterServed:
                             if is_complete:
                                 await forward(attempt, "finish_text")
                             continue
-                        samples = message["samples"]
+                        samples = np.array(message["samples"])  # Ray's buffer is read-only
                         if died_at is not None and len(samples):
                             samples = _faded_in(samples, self.sample_rate)
                             self.recoveries.append(time.monotonic() - died_at)
