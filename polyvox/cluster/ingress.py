@@ -254,35 +254,38 @@ class ClusterServed:
         """One request's audio chunks, as the replicas make them (see the module doc)."""
         job = Job(request_id=f"c{next(_ids)}-{uuid.uuid4().hex[:8]}", voice=voice,
                   seed=params.seed, temperature=params.temperature, speed=params.speed,
-                  normalize=normalize, text=text if isinstance(text, str) else None)
-        if not isinstance(text, str):
-            async for chunk in self._streamed(job, text):
+                  normalize=normalize, text=text if isinstance(text, str) else None,
+                  streamed=not isinstance(text, str))
+        stream = _Stream(job) if isinstance(text, str) else _StreamedText(job, text, self)
+        try:
+            async for chunk in self._run(stream):
                 yield chunk
-            return
-        clauses: list[str] | None = None
-        done = 0  # clauses fully delivered
-        index = 0
+        finally:
+            stream.close()
+
+    async def _run(self, stream: _Stream) -> AsyncIterator[AudioChunk]:
+        """A stream's chunks, moved to another replica each time its replica dies, from its
+        first clause not fully delivered."""
+        job = stream.job
+        done = index = 0  # clauses fully delivered, chunks yielded
         exclude: set[str] = set()
         died_at: float | None = None
-        for attempt in itertools.count():
-            view = self.choose(voice, exclude)
+        for number in itertools.count():
+            view = self.choose(job.voice, exclude)
             if view is None:
-                raise EngineError("no replica is ready to continue this stream" if attempt
+                raise EngineError("no replica is ready to continue this stream" if number
                                   else "no replica is ready; retry shortly")
-            call = job if clauses is None else replace(
-                job, request_id=f"{job.request_id}.{attempt}", text=None,
-                clauses=tuple(clauses[done:]))
-            offset = 0 if clauses is None else done
+            attempt = _Attempt(f"{job.request_id}.{number}", Route(replica=view.replica_id))
+            call, offset = stream.call(attempt, done), done
             view.streams += 1
             view.served += 1
             response = self.handle.options(method_name="generate", stream=True).remote(
-                call, route=Route(replica=view.replica_id))
+                call, route=attempt.route)
             finished = False
             try:
                 async for message in response:
                     if "clauses" in message:
-                        if clauses is None:
-                            clauses = list(message["clauses"])
+                        await stream.started(attempt, message["clauses"])
                         continue
                     samples = np.array(message["samples"])  # Ray's buffer is read-only
                     if died_at is not None and len(samples):
@@ -308,7 +311,7 @@ class ClusterServed:
                 log.warning("replica %s died under stream %s (%d clauses delivered): "
                             "continuing on another: %s", view.replica_id, job.request_id,
                             done, type(error).__name__)
-                if clauses is not None and done >= len(clauses):
+                if stream.is_done(done):
                     return
             except RayTaskError as error:
                 finished = True
@@ -318,107 +321,89 @@ class ClusterServed:
                 if not finished:
                     response.cancel()  # the listener left: stop the replica's request
 
-    async def _streamed(self, job: Job, pieces: AsyncIterator[str]) -> AsyncIterator[AudioChunk]:
-        """A stream whose text arrives in pieces (the WebSocket). The pieces follow the
-        stream to its replica; the ingress keeps them all, so when the replica dies the
-        stream starts again on another with all of its text so far, its delivered clauses
-        skipped, and the pieces still to come go there."""
-        text: list[str] = []
-        state = _Feed()
-        done = index = 0
-        exclude: set[str] = set()
-        died_at: float | None = None
-        feeder: asyncio.Task[None] | None = None
 
-        async def forward(attempt: _Attempt, method: str, *args: Any) -> None:
-            await attempt.ready.wait()
-            try:
-                await self.handle.options(method_name=method).remote(
-                    attempt.request_id, *args, route=attempt.route)
-            except RayActorError:
-                pass  # the stream moves to another replica with all of its text
+class _Stream:
+    """A stream of complete text: resumed with the clauses not yet delivered."""
 
-        async def feed() -> None:
-            async for piece in pieces:
-                text.append(piece)
-                await forward(state.attempt, "add_text", piece)  # type: ignore[arg-type]
-            state.is_complete = True
-            await forward(state.attempt, "finish_text")  # type: ignore[arg-type]
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.clauses: list[str] | None = None  # as the first replica split the text
 
+    def call(self, attempt: _Attempt, done: int) -> Job:
+        if self.clauses is None:
+            return replace(self.job, request_id=attempt.request_id)
+        return replace(self.job, request_id=attempt.request_id, text=None,
+                       clauses=tuple(self.clauses[done:]))
+
+    async def started(self, attempt: _Attempt, clauses: list[str] | None) -> None:
+        if self.clauses is None and clauses is not None:
+            self.clauses = list(clauses)
+
+    def is_done(self, done: int) -> bool:
+        return self.clauses is not None and done >= len(self.clauses)
+
+    def close(self) -> None:
+        pass
+
+
+class _StreamedText(_Stream):
+    """A stream whose text arrives in pieces (the WebSocket). The pieces follow the stream
+    to its replica; all of them are kept, so a resumed stream gets all of its text so far,
+    its delivered clauses skipped (the text is split again the same way), and the pieces
+    still to come."""
+
+    def __init__(self, job: Job, pieces: AsyncIterator[str], served: ClusterServed) -> None:
+        super().__init__(job)
+        self.pieces, self.handle = pieces, served.handle
+        self.text: list[str] = []
+        self.attempt: _Attempt | None = None  # where the next piece goes
+        self.is_complete = False  # every piece is in
+        self.feeder: asyncio.Task[None] | None = None
+
+    def call(self, attempt: _Attempt, done: int) -> Job:
+        self.attempt = attempt
+        attempt.is_complete = self.is_complete
+        return replace(self.job, request_id=attempt.request_id, text="".join(self.text),
+                       skip_clauses=done)
+
+    async def started(self, attempt: _Attempt, clauses: list[str] | None) -> None:
+        attempt.ready.set()
+        if self.feeder is None:
+            self.feeder = asyncio.create_task(self._feed())
+        if attempt.is_complete:
+            await self._forward(attempt, "finish_text")
+
+    def is_done(self, done: int) -> bool:
+        return False  # more text may come: the next replica decides what is left
+
+    def close(self) -> None:
+        if self.feeder is not None:
+            self.feeder.cancel()
+
+    async def _feed(self) -> None:
+        async for piece in self.pieces:
+            self.text.append(piece)
+            await self._forward(self.attempt, "add_text", piece)  # type: ignore[arg-type]
+        self.is_complete = True
+        await self._forward(self.attempt, "finish_text")  # type: ignore[arg-type]
+
+    async def _forward(self, attempt: _Attempt, method: str, *args: Any) -> None:
+        await attempt.ready.wait()
         try:
-            for number in itertools.count():
-                view = self.choose(job.voice, exclude)
-                if view is None:
-                    raise EngineError("no replica is ready to continue this stream" if number
-                                      else "no replica is ready; retry shortly")
-                attempt = _Attempt(f"{job.request_id}.{number}",
-                                   Route(replica=view.replica_id))
-                call = replace(job, request_id=attempt.request_id, streamed=True,
-                               text="".join(text), skip_clauses=done)
-                state.attempt, is_complete, offset = attempt, state.is_complete, done
-                view.streams += 1
-                view.served += 1
-                response = self.handle.options(method_name="generate", stream=True).remote(
-                    call, route=attempt.route)
-                finished = False
-                try:
-                    async for message in response:
-                        if "clauses" in message:
-                            attempt.ready.set()
-                            if feeder is None:
-                                feeder = asyncio.create_task(feed())
-                            if is_complete:
-                                await forward(attempt, "finish_text")
-                            continue
-                        samples = np.array(message["samples"])  # Ray's buffer is read-only
-                        if died_at is not None and len(samples):
-                            samples = _faded_in(samples, self.sample_rate)
-                            self.recoveries.append(time.monotonic() - died_at)
-                            died_at = None
-                        clause_index = offset + int(message["clause_index"])
-                        yield AudioChunk(job.request_id, torch.from_numpy(samples),
-                                         self.sample_rate, index, time.monotonic(),
-                                         clause_index=clause_index,
-                                         ends_clause=bool(message["ends_clause"]),
-                                         word_frames=message["word_frames"])
-                        index += 1
-                        if message["ends_clause"]:
-                            done = clause_index + 1
-                    finished = True
-                    return
-                except RayActorError as error:
-                    finished = True
-                    exclude.add(view.replica_id)
-                    self.failovers += 1
-                    died_at = time.monotonic()
-                    log.warning("replica %s died under streamed text %s (%d clauses "
-                                "delivered): continuing on another: %s", view.replica_id,
-                                job.request_id, done, type(error).__name__)
-                except RayTaskError as error:
-                    finished = True
-                    raise EngineError(_message(error)) from None
-                finally:
-                    view.streams -= 1
-                    if not finished:
-                        response.cancel()
-        finally:
-            if feeder is not None:
-                feeder.cancel()
+            await self.handle.options(method_name=method).remote(
+                attempt.request_id, *args, route=attempt.route)
+        except RayActorError:
+            pass  # the stream moves to another replica with all of its text
 
 
 @dataclass
 class _Attempt:
-    """One replica's run of a streamed text."""
+    """One replica's run of a stream."""
 
     request_id: str
     route: Route
     ready: asyncio.Event = field(default_factory=asyncio.Event)  # it takes text now
-
-
-@dataclass
-class _Feed:
-    attempt: _Attempt | None = None  # where the text's next piece goes
-    is_complete: bool = False  # every piece is in
+    is_complete: bool = False  # all of the text was in when it started
 
 
 def _faded_in(samples: np.ndarray, sample_rate: int) -> np.ndarray:
