@@ -82,11 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     models.set_defaults(func=_models)
     from polyvox.bench.cli import add_bench_parser
     from polyvox.eval.cli import add_eval_parser
-    from polyvox.server.cli import add_serve_parser
+    from polyvox.server.cli import add_prefetch_parser, add_serve_parser
 
     add_bench_parser(commands)
     add_eval_parser(commands)
     add_serve_parser(commands)
+    add_prefetch_parser(commands)
     train = commands.add_parser("train", help="train our own voices (see docs/distill.md)")
     train.add_argument("what", choices=["teacher-data", "distill", "evaluate"])
     train.add_argument("rest", nargs=argparse.REMAINDER, help="options of that step")

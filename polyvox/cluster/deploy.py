@@ -36,20 +36,28 @@ APP_NAME = "polyvox"
 DEPLOYMENT = "polyvox-engine"
 REFRESH_SECONDS = 0.1  # how often the ingress reads the replicas' state
 STATS_SECONDS = 0.2  # how often a replica reports its load to the router
+METRICS_SECONDS = 0.5  # autoscaling: how often a replica reports its streams and limit
+LOOK_BACK_SECONDS = 2.0  # autoscaling: the window the reports are averaged over
 # a stream finishes on a replica being stopped (scale-down, upgrade) for up to this long
 GRACEFUL_STOP_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
 class ClusterOptions:
-    replicas: int = 1
+    replicas: int = 1  # with autoscaling: the fewest, and the replicas at start
     ray_address: str | None = None  # None: RAY_ADDRESS, else a local instance
     cpus_per_replica: float = 1.0
     threads: int = 0  # torch threads per replica (0: Ray's, one per CPU it reserves)
+    max_replicas: int | None = None  # above `replicas`: autoscaling (autoscale.py)
+    downscale_delay_s: float = 30.0  # a lower target holds this long before a replica stops
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
             raise ValueError("replicas must be >= 1")
+        if self.max_replicas is not None and self.max_replicas < self.replicas:
+            raise ValueError("max_replicas must be >= replicas")
+        if self.downscale_delay_s < 0:
+            raise ValueError("downscale_delay_s must be >= 0")
         if self.cpus_per_replica < 0:
             raise ValueError("cpus_per_replica must be >= 0")
 
@@ -78,11 +86,20 @@ def start_ray(options: ClusterOptions) -> bool:
 def deploy(config: Any, options: ClusterOptions) -> Any:
     """Deploy the replicas (returns once they are all ready): their deployment handle."""
     from ray import serve
-    from ray.serve.config import RequestRouterConfig
+    from ray.serve.config import AutoscalingConfig, AutoscalingPolicy, RequestRouterConfig
 
     serve.start(proxy_location="Disabled")  # the ingress is this process's own server
+    scaling: dict[str, Any] = {"num_replicas": options.replicas}
+    if options.max_replicas is not None and options.max_replicas > options.replicas:
+        scaling = {"autoscaling_config": AutoscalingConfig(
+            min_replicas=options.replicas, initial_replicas=options.replicas,
+            max_replicas=options.max_replicas, metrics_interval_s=METRICS_SECONDS,
+            look_back_period_s=LOOK_BACK_SECONDS, upscale_delay_s=0.0,
+            downscale_delay_s=options.downscale_delay_s,
+            policy=AutoscalingPolicy(
+                policy_function="polyvox.cluster.autoscale:streams_policy"))}
     deployment = serve.deployment(
-        EngineReplica, name=DEPLOYMENT, num_replicas=options.replicas,
+        EngineReplica, name=DEPLOYMENT, **scaling,
         max_ongoing_requests=100_000,  # admission is the ingress's, not Serve's
         graceful_shutdown_timeout_s=GRACEFUL_STOP_SECONDS,
         health_check_period_s=2.0, health_check_timeout_s=30.0,

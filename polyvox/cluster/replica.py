@@ -98,6 +98,11 @@ class EngineReplica:
                 "running": self.running, "behind": int(self.engine.num_behind),
                 "voices": sorted(self.engine.voices)}
 
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        """What Serve's autoscaling policy reads (autoscale.py)."""
+        return {"streams": float(self.running), "limit": float(self.limit),
+                "behind": float(self.engine.num_behind)}
+
     def describe(self, route: Any = None) -> dict[str, Any]:
         return {"id": self.replica_id, "pid": os.getpid(), "node": _node_id(),
                 **self.record_routing_stats(), "model": self.served.name,

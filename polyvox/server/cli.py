@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "local one)")
     cluster.add_argument("--cpus-per-replica", type=float, default=1.0,
                          help="CPUs Ray reserves for each replica (default 1)")
+    cluster.add_argument("--max-replicas", type=int, default=None,
+                         help="autoscale between --replicas and this many replicas on the "
+                         "engines' streams against their limits (docs/deploy.md)")
+    cluster.add_argument("--downscale-delay", type=float, default=30.0,
+                         help="seconds a lower replica target must hold before a replica "
+                         "is stopped (its streams finish first; default 30)")
     limits = parser.add_argument_group("admission and limits")
     limits.add_argument("--max-streams", type=int, default=None,
                         help="streams generating at once (default: --max-running)")
@@ -89,6 +95,41 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def add_prefetch_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `prefetch` to the polyvox command's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "prefetch", help="prepare this machine to start a server or replica fast",
+        description="Do once, before a server or replica starts, what its first start "
+        "would do: build or load the compiled kernels (cached per machine and torch "
+        "version), read the weights (and train a random-weight model's tokenizer), learn "
+        "what the engine sustains for admission (saved in --data-dir) and run the "
+        "warm-up. Takes the options of `polyvox serve`; give it the same ones.")
+    add_arguments(parser)
+    parser.set_defaults(func=prefetch)
+    return parser
+
+
+def prefetch(args: argparse.Namespace) -> int:
+    import torch
+
+    from polyvox.server import load_file
+    from polyvox.server.app import _load_served
+    from polyvox.startup import StartupTimes, seconds_since_process_start
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = config_from_args(args)
+    startup = StartupTimes()
+    startup.add("process", seconds_since_process_start() or 0.0)
+    path = load_file.load_file(config)
+    served = _load_served(config, path, startup)
+    served.stop()
+    print(f"polyvox: {served.name} prefetched in {startup.total:.1f} s "
+          f"({', '.join(f'{k} {v:.1f} s' for k, v in startup.phases.items())}); "
+          f"admission's load model: {path}", flush=True)
+    return 0
+
+
 def config_from_args(args: argparse.Namespace) -> Any:
     from polyvox.config import EngineConfig, device_settings
     from polyvox.server.config import MiB, ServerConfig
@@ -118,12 +159,15 @@ def serve(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     config = config_from_args(args)
     extra: dict[str, Any] = {}
+    if args.max_replicas is not None and args.replicas is None:
+        print("error: --max-replicas needs --replicas (the fewest replicas)", file=sys.stderr)
+        return 2
     if args.replicas is not None:
         from polyvox.cluster.deploy import ClusterOptions, cluster_router
 
         try:
             cluster = ClusterOptions(args.replicas, args.ray_address, args.cpus_per_replica,
-                                     args.threads)
+                                     args.threads, args.max_replicas, args.downscale_delay)
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
