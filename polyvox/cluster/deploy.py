@@ -153,16 +153,17 @@ async def _follow(state: ServerState, served: ClusterServed) -> None:
 
 
 def shut_down(started_ray: bool) -> None:
+    """At the ingress's exit: a local Ray instance this process started is stopped whole
+    (replicas, Serve, Ray's own processes; its processes may already be going: a Ctrl-C or
+    a service manager signals the whole process group, and Serve's controller would then
+    never answer a delete); a joined cluster gets the deployment deleted."""
     import ray
     from ray import serve
 
-    try:
-        serve.delete(APP_NAME)
-        if started_ray:
-            serve.shutdown()
-    finally:
-        if started_ray:
-            ray.shutdown()
+    if started_ray:
+        ray.shutdown()
+    else:
+        serve.delete(APP_NAME, _blocking=False)
 
 
 def cluster_router() -> APIRouter:

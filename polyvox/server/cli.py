@@ -163,6 +163,10 @@ def serve(args: argparse.Namespace) -> int:
         print("error: --max-replicas needs --replicas (the fewest replicas)", file=sys.stderr)
         return 2
     if args.replicas is not None:
+        # NOTE: before Ray loads: its crash handler would take SIGTERM over and abort the
+        # process (exit 134) in the middle of the server's own shutdown, leaving Ray's
+        # agent processes behind.
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         from polyvox.cluster.deploy import ClusterOptions, cluster_router
 
         try:
