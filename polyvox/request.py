@@ -177,6 +177,10 @@ class Request:
     text_complete: bool = True
     splitter: Any = None  # TextPipeline: normalization + clause splitting
     skip_clauses: int = 0  # clauses still to leave out (Engine.add_request)
+    # per-clause seeds (Engine.add_request): the index of its first clause in the whole
+    # text; None: one generator seeded once runs through all its clauses
+    clause_seed_base: int | None = None
+    clauses_started: int = 0
     clause: Clause | None = None
     next_plan: Any = None  # (text, ClausePlan) of the next clause, once the family planned it
     # --- KV ---
@@ -247,3 +251,9 @@ def listener_slack(first_audio: float | None, audio_seconds: float, now: float) 
     if first_audio is None:
         return float("-inf")
     return audio_seconds - (now - first_audio)
+
+
+def clause_seed(seed: int, clause_index: int) -> int:
+    """The sampling seed of a request's clause `clause_index` (per-clause seeds): the same
+    clause of the same text and seed samples the same noise, wherever it runs."""
+    return (seed + 0x9E3779B97F4A7C15 * (clause_index + 1)) % 2**64

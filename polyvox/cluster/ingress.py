@@ -18,7 +18,10 @@ same code. What it adds:
   on another from the first clause not fully delivered: a clause cut mid-way is spoken
   again from its beginning, faded in over `RESUME_FADE_SECONDS`, so the listener hears
   the cut clause's start twice but loses no clause and hears no finished clause again.
-  The restarted clauses are sampled anew from the request's seed. A streamed text (the
+  Each clause of a cluster stream is seeded on its own (its index in the text and the
+  request's seed), so a restarted clause samples the same noise as the first time; where
+  clauses are chained (a clause reads its predecessors' context, the Pocket default) the
+  restarted one starts from the voice alone, so its prosody may differ a little. A streamed text (the
   WebSocket) starts again with all of its text so far and its delivered clauses skipped
   (the text is split again the same way), and its later pieces follow it.
 - Voices: the voices added through the API live here and are registered on every
@@ -33,6 +36,7 @@ import itertools
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,6 +55,7 @@ from polyvox.serving import DEFAULT_VOICE
 
 log = logging.getLogger(__name__)
 RESUME_FADE_SECONDS = 0.02  # the fade-in of a clause restarted on another replica
+HOPS_KEPT = 2000  # the latest chunks whose replica-to-ingress time GET /v1/cluster sums up
 _ids = itertools.count(1)
 
 
@@ -106,6 +111,9 @@ class ClusterServed:
         self.voices: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # added through the API
         self.failovers = 0  # streams moved off a dead replica
         self.recoveries: list[float] = []  # seconds from a replica's death to the next audio
+        # seconds from a replica sending a chunk to the ingress having it (wall clocks: on
+        # several machines, their skew is in it too)
+        self.hops: deque[float] = deque(maxlen=HOPS_KEPT)
         self._refreshing = asyncio.Lock()
 
     # --- what the server reads (as of Served) ----------------------------------------------
@@ -205,7 +213,8 @@ class ClusterServed:
         return {"object": "cluster", "model": self.name,
                 "replicas": [v.describe() for v in self.replicas.values()],
                 "failovers": self.failovers,
-                "recovery_seconds": [round(s, 3) for s in self.recoveries[-20:]]}
+                "recovery_seconds": [round(s, 3) for s in self.recoveries[-20:]],
+                "chunk_hop_ms": _percentiles(self.hops)}
 
     # --- voices ----------------------------------------------------------------------------
 
@@ -287,6 +296,7 @@ class ClusterServed:
                     if "clauses" in message:
                         await stream.started(attempt, message["clauses"])
                         continue
+                    self.hops.append(time.time() - message["sent_at"])
                     samples = np.array(message["samples"])  # Ray's buffer is read-only
                     if died_at is not None and len(samples):
                         samples = _faded_in(samples, self.sample_rate)
@@ -333,7 +343,7 @@ class _Stream:
         if self.clauses is None:
             return replace(self.job, request_id=attempt.request_id)
         return replace(self.job, request_id=attempt.request_id, text=None,
-                       clauses=tuple(self.clauses[done:]))
+                       clauses=tuple(self.clauses[done:]), first_clause=done)
 
     async def started(self, attempt: _Attempt, clauses: list[str] | None) -> None:
         if self.clauses is None and clauses is not None:
@@ -364,7 +374,7 @@ class _StreamedText(_Stream):
         self.attempt = attempt
         attempt.is_complete = self.is_complete
         return replace(self.job, request_id=attempt.request_id, text="".join(self.text),
-                       skip_clauses=done)
+                       skip_clauses=done, first_clause=done)
 
     async def started(self, attempt: _Attempt, clauses: list[str] | None) -> None:
         attempt.ready.set()
@@ -411,6 +421,14 @@ def _faded_in(samples: np.ndarray, sample_rate: int) -> np.ndarray:
     faded = samples.copy()
     faded[:length] *= np.linspace(0.0, 1.0, length, endpoint=False, dtype=np.float32)
     return faded
+
+
+def _percentiles(seconds: deque[float]) -> dict[str, float] | None:
+    if not seconds:
+        return None
+    ordered = sorted(seconds)
+    return {f"p{q}": round(1000 * ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))], 2)
+            for q in (50, 90, 99)} | {"chunks": len(ordered)}
 
 
 def _message(error: RayTaskError) -> str:

@@ -50,6 +50,7 @@ class Job:
     clauses: tuple[str, ...] | None = None  # resumed: the clauses still to speak
     streamed: bool = False  # more text follows through add_text, then finish_text
     skip_clauses: int = 0  # resumed streamed text: its clauses already delivered
+    first_clause: int = 0  # the index in the whole text of its first clause (clause seeds)
 
 
 @dataclass(frozen=True)
@@ -141,11 +142,12 @@ class EngineReplica:
             yield {"clauses": clauses}
             chunks = served.runtime.generate(text, job.voice, params, request_id=job.request_id,
                                              normalize=job.normalize, clauses=clauses,
-                                             skip_clauses=job.skip_clauses)
+                                             skip_clauses=job.skip_clauses,
+                                             clause_seed_base=job.first_clause)
             async for chunk in chunks:
                 yield {"samples": chunk.samples.detach().cpu().numpy().astype(np.float32),
                        "clause_index": chunk.clause_index, "ends_clause": chunk.ends_clause,
-                       "word_frames": chunk.word_frames}
+                       "word_frames": chunk.word_frames, "sent_at": time.time()}
         finally:
             self.running -= 1
             self._texts.pop(job.request_id, None)

@@ -129,10 +129,11 @@ class AsyncEngine:
     async def generate(self, text: str | AsyncIterator[str], voice: str, params: Any,
                        request_id: str | None = None, normalize: bool = True,
                        clauses: Sequence[str] | None = None,
-                       skip_clauses: int = 0) -> AsyncIterator[AudioChunk]:
+                       skip_clauses: int = 0,
+                       clause_seed_base: int | None = None) -> AsyncIterator[AudioChunk]:
         """Audio chunks of one request, as they are decoded. Raises EngineError before the
         first chunk if the engine refuses the request, and at the end if it failed.
-        `clauses`, `skip_clauses`: as Engine.add_request."""
+        `clauses`, `skip_clauses`, `clause_seed_base`: as Engine.add_request."""
         chunks: asyncio.Queue[AudioChunk] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         streamed = not isinstance(text, str)
@@ -143,7 +144,8 @@ class AsyncEngine:
             request = self.engine.add_request("" if streamed else text, voice, params,  # type: ignore[arg-type]
                                               request_id, text_complete=not streamed,
                                               normalize=normalize, clauses=clauses,
-                                              skip_clauses=skip_clauses)
+                                              skip_clauses=skip_clauses,
+                                              clause_seed_base=clause_seed_base)
             self._streams[request.request_id] = (loop, chunks)
             added.append(request.request_id)
             return request.request_id

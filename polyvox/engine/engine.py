@@ -161,13 +161,17 @@ class Engine:
 
     def add_request(self, text: str, voice: str, params: Any, request_id: str | None = None,
                     text_complete: bool = True, normalize: bool = True,
-                    clauses: Sequence[str] | None = None, skip_clauses: int = 0) -> Request:
+                    clauses: Sequence[str] | None = None, skip_clauses: int = 0,
+                    clause_seed_base: int | None = None) -> Request:
         """Queue a request. With text_complete=False more text follows via add_text().
         `normalize` reads numbers, dates, codes, emails, ... as words (English). `clauses`:
         the text already split (`clauses_of`), spoken as given; `text` is then ignored (a
         cluster resumes a stream from its first clause not yet delivered this way).
         `skip_clauses`: the first clauses of the text are not spoken (a cluster resumes a
-        streamed text this way: all of its text again, its delivered clauses skipped)."""
+        streamed text this way: all of its text again, its delivered clauses skipped).
+        `clause_seed_base`: seed each clause on its own (`clause_seed`), counting this
+        request's first clause as that index of the whole text, so a clause restarted
+        elsewhere samples what it sampled the first time."""
         if voice not in self.voices:
             raise EngineError(f"unknown voice {voice!r}; registered: {sorted(self.voices)}")
         if len(self.streams.waiting) >= self.config.max_queued:
@@ -178,6 +182,7 @@ class Engine:
         request = Request(request_id, self.voices[voice], params, text_complete=text_complete)
         request.generator.manual_seed(params.seed)
         request.skip_clauses = max(0, skip_clauses)
+        request.clause_seed_base = clause_seed_base
         if clauses is not None:
             if not text_complete or not all(isinstance(c, str) and c.strip() for c in clauses):
                 raise EngineError("clauses must be complete text: non-empty strings")

@@ -24,7 +24,7 @@ from polyvox.engine.kv_cache import BlockManager
 from polyvox.engine.plans import StreamView, View
 from polyvox.engine.runner import PrefillItem, Runner, StepItem
 from polyvox.models.base import ClausePlan, ModelFamily
-from polyvox.request import Clause, Request, Status
+from polyvox.request import Clause, Request, Status, clause_seed
 
 # A first clause is admitted only with room for its tokens plus this many (its first
 # frames) and one more block.
@@ -129,8 +129,12 @@ class Streams:
                 continue
             text = request.pending_clauses[0]
             self._start_clause_context(request)
+            if request.clause_seed_base is not None:
+                request.generator.manual_seed(clause_seed(
+                    request.params.seed, request.clause_seed_base + request.clauses_started))
             if not autoregressive:
                 request.pending_clauses.popleft()
+                request.clauses_started += 1
                 request.clause = Clause(plan.tokens, 0, 0, first_frame=request.progress.generated)
                 items.append(PrefillItem(request, plan.tokens, [], [], text))
                 continue
@@ -141,6 +145,7 @@ class Streams:
                     self.fail(request, "the clause does not fit in the KV pool")
                 break
             request.pending_clauses.popleft()
+            request.clauses_started += 1
             positions = list(range(request.next_position, request.next_position + count))
             slots = request.table.append(count, request.next_position,
                                          self.blocks.allocate(needed), self.blocks.block_size)

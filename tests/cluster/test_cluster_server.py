@@ -41,6 +41,8 @@ def test_openai_sdk_streams_speech_through_the_ingress(pocket_cluster: Server) -
     replicas = cluster(pocket_cluster)["replicas"]
     assert len(replicas) == 2 and all(r["state"] == "ready" for r in replicas)
     assert sum(r["streams_served"] for r in replicas) >= 1
+    hop = cluster(pocket_cluster)["chunk_hop_ms"]  # replica -> ingress, per chunk
+    assert hop["chunks"] >= 1 and 0 <= hop["p50"] <= hop["p99"]
 
 
 def test_websocket_streams_text_in_and_audio_out(pocket_cluster: Server) -> None:
