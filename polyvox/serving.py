@@ -121,13 +121,19 @@ def load_served(model: str, weights: str | None = None, tokenizer: str | None = 
                 seed: int = 0, precision: str = "float32",
                 startup: StartupTimes | None = None) -> Served:
     """Load a model by name and put an engine around it, with its default voice; the
-    seconds of each ("model", "engine") go to `startup` when given."""
+    seconds of each ("model", "kernels": the compiled CPU kernels of autoregressive
+    families, "engine") go to `startup` when given."""
     from polyvox.models.registry import load_model
 
     startup = startup or StartupTimes()
     with startup.measure("model"):
         family = load_model(model, weights=weights, tokenizer=tokenizer, seed=seed,
                             device=device, precision=precision)
+    if device == "cpu" and family.traits.is_autoregressive:
+        from polyvox.models.layers import cpu_kernels
+
+        with startup.measure("kernels"):  # built once per machine, else loaded
+            cpu_kernels.paged_decode_attention()
     with startup.measure("engine"):
         return serve_family(model, family, config, device)
 

@@ -5,6 +5,8 @@ start).
 Phases of a server's start, in order:
     process   interpreter start, imports and setup, until the model starts loading
     model     weights read and placed (precision, prepacking)
+    kernels   the compiled CPU kernels (autoregressive families on CPU): built once per
+              machine and torch version (polyvox prefetch), loaded afterwards
     engine    the engine built around it (KV cache, decoder slots; CUDA graphs captured)
     calibration  admission's first-start calibration (absent when a saved one was loaded)
     warm-up   one short request to its first audio (compiled kernels loaded or built,
