@@ -166,6 +166,18 @@ def shut_down(started_ray: bool) -> None:
         serve.delete(APP_NAME, _blocking=False)
 
 
+def _starting() -> int | None:
+    """Replicas Serve is starting (not yet running: a scale-up, a replacement)."""
+    from ray import serve
+
+    try:
+        deployment = serve.status().applications[APP_NAME].deployments[DEPLOYMENT]
+    except (KeyError, AttributeError):
+        return None
+    return sum(count for state, count in deployment.replica_states.items()
+               if str(getattr(state, "value", state)) in ("STARTING", "UPDATING"))
+
+
 def cluster_router() -> APIRouter:
     router = APIRouter(dependencies=[Depends(require_api_key)])
 
@@ -177,7 +189,8 @@ def cluster_router() -> APIRouter:
 
     @router.get("/v1/cluster")
     async def describe(request: Request) -> dict[str, Any]:
-        return served_of(request).describe()
+        served = served_of(request)
+        return {**served.describe(), "replicas_starting": await asyncio.to_thread(_starting)}
 
     @router.post("/v1/cluster/replicas/{replica_id}/drain")
     async def drain(replica_id: str, request: Request) -> dict[str, Any]:

@@ -75,6 +75,8 @@ def test_a_burst_scales_up_and_the_scale_down_drains(scaling_cluster: Server) ->
     wait_for(server, lambda s: sum(r["streams"] for r in s["replicas"]) == 2)
     for thread in threads[2:]:
         thread.start()
+    # the new replica shows as starting (Serve starts it) before it joins
+    wait_for(server, lambda s: s["replicas_starting"] == 1, timeout=60)
     up = wait_for(server, lambda s: len(s["replicas"]) == 2 and all(
         r["state"] == "ready" for r in s["replicas"]), timeout=120)
     newest = next(r["id"] for r in up["replicas"] if r["id"] != first[0]["id"])
