@@ -20,6 +20,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -34,6 +35,7 @@ from polyvox.server.voice_store import VoiceStore
 log = logging.getLogger(__name__)
 APP_NAME = "polyvox"
 DEPLOYMENT = "polyvox-engine"
+ORPHAN_AGENTS = (b"ray::DashboardAgent", b"ray::RuntimeEnvAgent")  # reap_orphaned_agents
 REFRESH_SECONDS = 0.1  # how often the ingress reads the replicas' state
 STATS_SECONDS = 0.2  # how often a replica reports its load to the router
 METRICS_SECONDS = 0.5  # autoscaling: how often a replica reports its streams and limit
@@ -78,6 +80,7 @@ def start_ray(options: ClusterOptions) -> bool:
     if address:
         ray.init(address=address, namespace=APP_NAME, log_to_driver=False)
         return False
+    reap_orphaned_agents()
     cpus = max(os.cpu_count() or 1, int(options.replicas * options.cpus_per_replica + 1))
     ray.init(num_cpus=cpus, include_dashboard=False, namespace=APP_NAME, log_to_driver=False)
     return True
@@ -162,8 +165,34 @@ def shut_down(started_ray: bool) -> None:
 
     if started_ray:
         ray.shutdown()
+        reap_orphaned_agents()
     else:
         serve.delete(APP_NAME, _blocking=False)
+
+
+def reap_orphaned_agents() -> list[int]:
+    """Stop Ray agent processes left without their node (their raylet gone, so their
+    parent is init): a local instance whose ingress was killed (`kill -9`) or whose whole
+    process group was signalled leaves its two agents running for good. Only this user's
+    processes, only orphans; the pids stopped."""
+    import signal
+
+    reaped = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            name = (entry / "cmdline").read_bytes().split(b"\0")[0].strip()
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == 1 and name in ORPHAN_AGENTS:
+                os.kill(int(entry.name), signal.SIGKILL)
+                reaped.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    if reaped:
+        log.warning("stopped %d Ray agent process(es) left by an earlier local instance: %s",
+                    len(reaped), reaped)
+    return reaped
 
 
 def _starting() -> int | None:
