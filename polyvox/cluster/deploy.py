@@ -134,8 +134,9 @@ async def load_cluster(state: ServerState, options: ClusterOptions) -> ClusterSe
     state.admission.max_running = state.admission.limit = 1_000_000  # the replicas' limits
     state.admission.pressure = None  # a replica behind lowers its own share (capacity())
     state.admission.capacity = served.capacity
-    state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,  # type: ignore[arg-type]
-                              config.min_voice_seconds)
+    # NOTE: ClusterServed does what VoiceStore asks of a Served (names, voices, register)
+    state.voices = VoiceStore(served, config.data_dir,  # type: ignore[arg-type]
+                              config.max_voice_seconds, config.min_voice_seconds)
     with state.startup.measure("voices"):
         await state.voices.load()
     state.tasks.append(asyncio.create_task(_follow(state, served)))

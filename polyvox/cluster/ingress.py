@@ -21,9 +21,10 @@ same code. What it adds:
   Each clause of a cluster stream is seeded on its own (its index in the text and the
   request's seed), so a restarted clause samples the same noise as the first time; where
   clauses are chained (a clause reads its predecessors' context, the Pocket default) the
-  restarted one starts from the voice alone, so its prosody may differ a little. A streamed text (the
-  WebSocket) starts again with all of its text so far and its delivered clauses skipped
-  (the text is split again the same way), and its later pieces follow it.
+  restarted one starts from the voice alone, so its prosody may differ a little. A
+  streamed text (the WebSocket) starts again with all of its text so far and its
+  delivered clauses skipped (the text is split again the same way), and its later pieces
+  follow it.
 - Voices: the voices added through the API live here and are registered on every
   replica, also on replicas that join later (a replacement, a scale-up) before they take
   a stream.
@@ -37,7 +38,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -197,7 +198,7 @@ class ClusterServed:
                 total += view.streams if load.behind else max(load.limit, view.streams)
         return total
 
-    def choose(self, voice: str | None, exclude: set[str] = frozenset()) -> ReplicaView | None:  # type: ignore[assignment]
+    def choose(self, voice: str | None, exclude: Collection[str] = ()) -> ReplicaView | None:
         loads = [v.load() for v in self.replicas.values() if v.replica_id not in exclude]
         ranks = rank_replicas(loads, voice)
         return self.replicas[ranks[0][0].replica_id] if ranks else None
