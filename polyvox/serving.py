@@ -51,8 +51,7 @@ class Served:
 
     def params(self, seed: int = 0, temperature: float | None = None, speed: float = 1.0) -> Any:
         """The family's per-request parameters (ValueError when out of range)."""
-        if not 0.25 <= speed <= 4.0:
-            raise ValueError("speed must be between 0.25 and 4.0")
+        check_speed(speed)
         params = self.family.make_params(seed=seed, temperature=temperature, speed=speed)
         return dataclasses.replace(params, **self.param_overrides) if self.param_overrides \
             else params
@@ -96,16 +95,26 @@ class Served:
     def voice_from_audio(self, audio: torch.Tensor, sample_rate: int, name: str) -> Any:
         """A voice prefix from a recording (runs the codec encoder; call off the event loop
         or through runtime.call)."""
-        if not self.supports_voice_cloning:
-            raise EngineError(f"{self.name} has fixed voices: adding one is not supported")
+        require_voice_cloning(self)
         return self.family.voice_from_audio(audio, sample_rate, name=name)
 
     def voice_from_file(self, path: Path) -> Any:
         from polyvox.models.pocket.voice import load_voice_file
 
-        if not self.supports_voice_cloning:
-            raise EngineError(f"{self.name} has fixed voices: adding one is not supported")
+        require_voice_cloning(self)
         return load_voice_file(path, *self.family.kv_shape)
+
+
+def check_speed(speed: float) -> None:
+    """ValueError unless `speed` (OpenAI's pace) is one a server takes."""
+    if not 0.25 <= speed <= 4.0:
+        raise ValueError("speed must be between 0.25 and 4.0")
+
+
+def require_voice_cloning(served: Any) -> None:
+    """EngineError when the served model has fixed voices (no voice can be added)."""
+    if not served.supports_voice_cloning:
+        raise EngineError(f"{served.name} has fixed voices: adding one is not supported")
 
 
 def check_voice_id(voice_id: str) -> str:

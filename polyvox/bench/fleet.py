@@ -41,6 +41,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from polyvox.bench.metrics import percentile
 from polyvox.cluster.routing import ReplicaLoad, rank_replicas
 
 CHUNK_SECONDS = 0.08  # audio in a stream's first chunk
@@ -97,7 +98,6 @@ class FleetResult:
     load: float
     offered: int = 0
     rejected: int = 0
-    finished: int = 0
     good: int = 0
     underruns: int = 0
     ttfas: list[float] = field(default_factory=list)
@@ -105,13 +105,12 @@ class FleetResult:
 
     def row(self) -> dict[str, float | str]:
         accepted = self.offered - self.rejected
-        ttfa = sorted(self.ttfas)
         return {"policy": self.policy, "arrivals": self.arrivals, "load": self.load,
                 "offered": self.offered,
                 "rejected_share": round(self.rejected / self.offered, 3) if self.offered else 0,
                 "viable_share": round(1 - self.underruns / accepted, 3) if accepted else 1,
                 "goodput": round(self.good / self.seconds, 2),
-                "ttfa_p90_ms": round(1000 * ttfa[int(0.9 * (len(ttfa) - 1))]) if ttfa else 0}
+                "ttfa_p90_ms": round(1000 * (percentile(self.ttfas, 90) or 0.0))}
 
 
 def simulate(config: FleetConfig, policy: str, arrivals: str, load: float) -> FleetResult:
@@ -180,7 +179,6 @@ def simulate(config: FleetConfig, policy: str, arrivals: str, load: float) -> Fl
                     (1 - SERVICE_AVERAGING) * mean_service + SERVICE_AVERAGING * held)
             if stream.played >= stream.seconds:
                 live.remove(stream)
-                result.finished += 1
                 result.underruns += stream.underrun
                 ttfa = (stream.first_audio or now) - stream.arrived
                 result.ttfas.append(ttfa)

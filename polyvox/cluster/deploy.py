@@ -123,8 +123,7 @@ async def load_cluster(state: ServerState, options: ClusterOptions) -> ClusterSe
     with state.startup.measure("replicas"):
         handle = await asyncio.to_thread(deploy, config, options)
         info = await handle.options(method_name="describe").remote()  # starts the router
-    served = ClusterServed(handle, DEPLOYMENT, info)
-    served.stop = lambda: shut_down(started_ray)  # type: ignore[method-assign]
+    served = ClusterServed(handle, DEPLOYMENT, info, on_stop=lambda: shut_down(started_ray))
     for _ in range(100):
         await served.refresh()
         if served.has_ready:
@@ -152,8 +151,7 @@ async def _follow(state: ServerState, served: ClusterServed) -> None:
         except Exception:  # noqa: BLE001 - a failed read is retried at the next tick
             log.exception("reading the replicas' state failed")
             continue
-        state.admission.is_ready = served.has_ready
-        state.admission.let_in()
+        state.admission.is_ready = served.has_ready  # queued requests: _admit_periodically
 
 
 def shut_down(started_ray: bool) -> None:

@@ -38,7 +38,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -47,12 +47,13 @@ import numpy as np
 import torch
 from ray.exceptions import RayActorError, RayTaskError
 
+from polyvox.bench.metrics import percentile
 from polyvox.cluster.replica import Job
 from polyvox.cluster.router import ROUTERS, Route, load_of
 from polyvox.cluster.routing import ReplicaLoad, rank_replicas
 from polyvox.engine.engine import EngineError
 from polyvox.request import AudioChunk
-from polyvox.serving import DEFAULT_VOICE
+from polyvox.serving import DEFAULT_VOICE, check_speed, require_voice_cloning
 
 log = logging.getLogger(__name__)
 RESUME_FADE_SECONDS = 0.02  # the fade-in of a clause restarted on another replica
@@ -101,10 +102,11 @@ class ReplicaView:
 class ClusterServed:
     """The served model of a cluster ingress (see the module doc)."""
 
-    def __init__(self, handle: Any, deployment: str, info: dict[str, Any]) -> None:
-        self.handle, self.deployment = handle, deployment
+    def __init__(self, handle: Any, deployment: str, info: dict[str, Any],
+                 on_stop: Callable[[], None] | None = None) -> None:
+        self.handle, self.deployment, self.on_stop = handle, deployment, on_stop
         self.name = str(info["model"])
-        self.sample_rate_hz = int(info["sample_rate"])
+        self.sample_rate = int(info["sample_rate"])
         self.supports_voice_cloning = bool(info["supports_voice_cloning"])
         self.kv_shape = tuple(info.get("kv_shape") or ())
         self.builtin_voices = {DEFAULT_VOICE}
@@ -119,14 +121,9 @@ class ClusterServed:
 
     # --- what the server reads (as of Served) ----------------------------------------------
 
-    @property
-    def sample_rate(self) -> int:
-        return self.sample_rate_hz
-
     def params(self, seed: int = 0, temperature: float | None = None,
                speed: float = 1.0) -> JobParams:
-        if not 0.25 <= speed <= 4.0:
-            raise ValueError("speed must be between 0.25 and 4.0")
+        check_speed(speed)
         return JobParams(seed, temperature, speed)
 
     def voice_names(self) -> list[str]:
@@ -136,7 +133,8 @@ class ClusterServed:
         pass
 
     def stop(self) -> None:
-        pass  # the deployment is shut down by whoever started it (deploy.py)
+        if self.on_stop is not None:  # the deployment's end (deploy.py)
+            self.on_stop()
 
     async def engine_state(self) -> dict[str, Any] | None:
         return None  # the pools are per replica: GET /v1/cluster
@@ -215,7 +213,7 @@ class ClusterServed:
                 "replicas": [v.describe() for v in self.replicas.values()],
                 "failovers": self.failovers,
                 "recovery_seconds": [round(s, 3) for s in self.recoveries[-20:]],
-                "chunk_hop_ms": _percentiles(self.hops)}
+                "chunk_hop_ms": _milliseconds(self.hops)}
 
     # --- voices ----------------------------------------------------------------------------
 
@@ -224,8 +222,7 @@ class ClusterServed:
         calls it on a worker thread)."""
         from polyvox.models.pocket.voice import VoicePrefix
 
-        if not self.supports_voice_cloning:
-            raise EngineError(f"{self.name} has fixed voices: adding one is not supported")
+        require_voice_cloning(self)
         view = self.choose(None)
         if view is None:
             raise EngineError("no replica is ready to make the voice; retry shortly")
@@ -236,8 +233,7 @@ class ClusterServed:
     def voice_from_file(self, path: Path) -> Any:
         from polyvox.models.pocket.voice import load_voice_file
 
-        if not self.supports_voice_cloning:
-            raise EngineError(f"{self.name} has fixed voices: adding one is not supported")
+        require_voice_cloning(self)
         return load_voice_file(path, *self.kv_shape)
 
     async def register_voice(self, name: str, prefix: Any) -> None:
@@ -424,12 +420,12 @@ def _faded_in(samples: np.ndarray, sample_rate: int) -> np.ndarray:
     return faded
 
 
-def _percentiles(seconds: deque[float]) -> dict[str, float] | None:
+def _milliseconds(seconds: deque[float]) -> dict[str, float] | None:
+    """p50, p90 and p99 in milliseconds, and how many there were."""
     if not seconds:
         return None
-    ordered = sorted(seconds)
-    return {f"p{q}": round(1000 * ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))], 2)
-            for q in (50, 90, 99)} | {"chunks": len(ordered)}
+    return {f"p{q}": round(1000 * (percentile(seconds, q) or 0.0), 2)
+            for q in (50, 90, 99)} | {"chunks": len(seconds)}
 
 
 def _message(error: RayTaskError) -> str:

@@ -64,7 +64,6 @@ class EngineReplica:
         from polyvox.server import load_file
         from polyvox.server.app import _load_served
 
-        began = time.perf_counter()
         self.startup = StartupTimes()
         process = seconds_since_process_start()
         if process is not None:
@@ -81,7 +80,6 @@ class EngineReplica:
         self.running = 0
         self._texts: dict[str, asyncio.Queue[str | None]] = {}
         self.replica_id = _replica_id()
-        self.ready_seconds = time.perf_counter() - began
         log.info("replica %s: %s", self.replica_id, self.startup.describe())
 
     # --- load ------------------------------------------------------------------------------
@@ -145,7 +143,8 @@ class EngineReplica:
                                              skip_clauses=job.skip_clauses,
                                              clause_seed_base=job.first_clause)
             async for chunk in chunks:
-                yield {"samples": chunk.samples.detach().cpu().numpy().astype(np.float32),
+                yield {"samples": chunk.samples.detach().cpu().numpy().astype(np.float32,
+                                                                             copy=False),
                        "clause_index": chunk.clause_index, "ends_clause": chunk.ends_clause,
                        "word_frames": chunk.word_frames, "sent_at": time.time()}
         finally:
@@ -192,16 +191,15 @@ class EngineReplica:
 
     async def register_voice(self, name: str, k: np.ndarray, v: np.ndarray,
                              route: Any = None) -> None:
-        engine = self.engine
-        if name in engine.voices:
-            await self.served.runtime.call(lambda: engine.unregister_voice(name))
-        await self.served.runtime.call(
-            lambda: engine.register_voice(name, torch.from_numpy(k), torch.from_numpy(v)))
+        from polyvox.models.pocket.voice import VoicePrefix
+
+        await self.unregister_voice(name)  # registered again: the ingress's copy wins
+        await self.served.register_voice(
+            name, VoicePrefix(torch.from_numpy(k), torch.from_numpy(v), name))
 
     async def unregister_voice(self, name: str, route: Any = None) -> None:
-        engine = self.engine
-        if name in engine.voices:
-            await self.served.runtime.call(lambda: engine.unregister_voice(name))
+        if name in self.engine.voices:
+            await self.served.unregister_voice(name)
 
     def __del__(self) -> None:
         served = getattr(self, "served", None)
