@@ -9,11 +9,13 @@ One sequence (a clause):
 With `chain`, a sequence is preceded by another one (its prefix cut at a random point):
 the engine's chained mode prefills a clause into the context of the previous one and
 drops old context by whole KV blocks, so the student learns to speak a clause after
-arbitrary leftovers. Only the last clause of a sequence is trained on.
+arbitrary leftovers, and (paragraph data) after the sentence that really came before it.
+Only the last clause of a sequence is trained on.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -34,6 +36,8 @@ class Example(NamedTuple):
     band_low: torch.Tensor  # [S + 1] first id spoken during each predicted step
     band_high: torch.Tensor  # [S + 1] last id (the EOS step: the end of the text)
     features: torch.Tensor  # [N, C] the teacher latent at each id's first frame
+    speed: float = 1.0  # the pace the teacher spoke it at
+    previous: int = -1  # the example of the sentence before it in its paragraph, or -1
 
     @property
     def length(self) -> int:
@@ -88,12 +92,16 @@ def step_bands(durations: torch.Tensor, frames_per_step: int,
 
 
 def make_examples(utterances: list[Utterance], frames_per_step: int) -> list[Example]:
+    """One example per utterance, in order; `previous` links a paragraph's sentences
+    (an utterance with part > 0 follows the one before it in the list)."""
     examples = []
-    for utterance in utterances:
+    for index, utterance in enumerate(utterances):
         latents = group_frames(utterance.latents, frames_per_step)
         low, high = step_bands(utterance.durations, frames_per_step, latents.shape[0])
         features = id_features(utterance.latents, utterance.durations)
-        examples.append(Example(utterance.ids, latents, low, high, features))
+        previous = index - 1 if utterance.part > 0 else -1
+        examples.append(Example(utterance.ids, latents, low, high, features,
+                                utterance.speed, previous))
     return examples
 
 
@@ -107,6 +115,7 @@ class _Row(NamedTuple):
     band_low: torch.Tensor
     band_high: torch.Tensor
     features: torch.Tensor
+    log_speed: torch.Tensor
 
 
 def _row(example: Example, stats: LatentStats, start: int) -> _Row:
@@ -128,6 +137,7 @@ def _row(example: Example, stats: LatentStats, start: int) -> _Row:
         band_high=torch.cat([torch.full((num_ids,), -1), example.band_high + start]),
         features=torch.cat([example.features.float(),
                             torch.zeros(steps + 1, example.features.shape[1])]),
+        log_speed=torch.full((num_ids + steps + 1,), math.log(example.speed)),
     )
 
 
@@ -176,6 +186,7 @@ def make_batch(examples: list[Example], stats: LatentStats, rng: random.Random,
         band_high=pad([torch.where(t, row.band_high, -1)
                        for t, row in zip(trained_latent, rows)], -1),
         features=pad([row.features for row in rows], 0.0),
+        log_speed=pad([row.log_speed for row in rows], 0.0),
     )
 
 

@@ -56,6 +56,9 @@ class TrainConfig:
     grad_clip: float = 1.0
     batch_positions: int = 3000  # padded positions per batch
     chain_probability: float = 0.3  # a batch row preceded by another clause (chained mode)
+    # A paragraph's later sentence is preceded by the sentence before it this often (by a
+    # random clause at chain_probability otherwise).
+    paragraph_chain_probability: float = 0.7
     checkpoint_every: int = 100
     log_every: int = 10
     validation_size: int = 32
@@ -88,10 +91,17 @@ class Distiller:
                              f"generates {student.teacher_latent!r}: make data with "
                              f"--target {student.teacher_latent} or change the config")
         utterances = read_data(Path(data))
-        held = [u for i, u in enumerate(utterances) if i % VALIDATION_EVERY == 1]
-        kept = [u for i, u in enumerate(utterances) if i % VALIDATION_EVERY != 1] or held
-        self.examples = make_examples(kept, student.frames_per_step)
-        self.validation = make_examples(held[: config.validation_size], student.frames_per_step)
+        if student.speed_input is False and any(u.speed != 1.0 for u in utterances):
+            raise ValueError(f"{data} holds speech at several speeds but the student has no "
+                             "speed input: pass --speed-input or use data at speed 1.0")
+        # Every utterance is an example (a paragraph's sentence may precede another as
+        # context); one in VALIDATION_EVERY is held out from training.
+        self.examples = make_examples(utterances, student.frames_per_step)
+        held = [i for i in range(len(utterances)) if i % VALIDATION_EVERY == 1]
+        self.training = [i for i in range(len(utterances)) if i % VALIDATION_EVERY != 1] or held
+        self.validation = [self.examples[i]._replace(previous=-1)
+                           for i in held[: config.validation_size]]
+        kept = [utterances[i] for i in self.training]
         self.lengths = [example.length for example in self.examples]
         torch.manual_seed(config.seed)  # the initial weights
         self.model = build_student(student)
@@ -101,7 +111,7 @@ class Distiller:
         self._plans: list[list[list[Item]]] = []
         state = load_checkpoint(self.out)
         if state is None and init is not None:
-            read_student_weights(self.model, init, keep_missing=("prior_proj.",))
+            read_student_weights(self.model, init, keep_missing=("prior_proj.", "speed_proj."))
         elif state is None:
             stats = LatentStats.of(kept, student.frames_per_step)
             self.model.emb_mean.copy_(stats.mean)
@@ -119,12 +129,16 @@ class Distiller:
 
     def _epoch_plan(self, epoch: int) -> list[list[Item]]:
         """An epoch's batches: every training clause once, a share of them chained after
-        the tail of another clause, grouped by total length."""
+        the tail of the sentence before it in its paragraph or of another clause, grouped
+        by total length."""
         rng = random.Random(self.config.seed * 1_000_003 + epoch)
         items = []
-        for index, example in enumerate(self.examples):
-            if rng.random() < self.config.chain_probability:
-                prefix = rng.randrange(len(self.examples))
+        for index in self.training:
+            previous = self.examples[index].previous
+            if previous >= 0 and rng.random() < self.config.paragraph_chain_probability:
+                items.append(Item(index, previous, rng.randint(1, self.lengths[previous])))
+            elif rng.random() < self.config.chain_probability:
+                prefix = self.training[rng.randrange(len(self.training))]
                 items.append(Item(index, prefix, rng.randint(1, self.lengths[prefix])))
             else:
                 items.append(Item(index, -1, 0))
@@ -231,13 +245,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init", type=Path, help="start from this exported student "
                         "(model.safetensors) when --out has no checkpoint yet")
+    parser.add_argument("--speed-input", action="store_true",
+                        help="give the student a pace input (data made with --varied-speed); "
+                             "an --init export without one starts it at zero")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = TrainConfig(steps=args.steps, learning_rate=args.lr, warmup_steps=args.warmup,
                          batch_positions=args.batch_positions,
                          checkpoint_every=args.checkpoint_every, seed=args.seed)
-    Distiller(load_config(args.config), config, args.data, args.out, init=args.init).train()
+    student = load_config(args.config)
+    if args.speed_input:
+        student = dataclasses.replace(student, speed_input=True)
+    Distiller(student, config, args.data, args.out, init=args.init).train()
 
 
 if __name__ == "__main__":

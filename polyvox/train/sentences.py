@@ -287,6 +287,90 @@ def _numbers(g: _Grammar) -> str:
     ])
 
 
+_COMPANIES = """Bluefin Northwind Maplecrest Sunpath Ironbridge Clearwater Redwood Brightline
+Harborview Silverleaf Pinegate Stonefield Westbrook Lakeshore Greenhill Oakmont Riverton
+Summit Evergreen Foxglove Highland Kestrel Larkspur Meadowbrook Copperfield""".split()
+_ACCOUNT_THINGS = """order account package refund subscription appointment reservation invoice
+payment card claim ticket delivery plan policy prescription booking return exchange
+warranty shipment membership statement transfer request""".split()
+_CODE_NAMES = """confirmation reference booking tracking order case ticket claim member policy
+account invoice""".split()
+_STREETS = """Oak Maple Pine Cedar Elm Main Park Lake Hill River Church Mill Spring Market
+Bridge Forest Sunset Highland Union Washington Lincoln Jackson Franklin Madison""".split()
+_STREET_KINDS = "St. Ave. Rd. Blvd. Dr. Ln. Ct. Way".split()
+_TLDS = "com org net io co us".split()
+_AGENT_LINES = """I can help you with that.|Let me pull up your account.|Thank you for your patience.
+|I'm sorry for the wait.|One moment while I check that for you.|Is there anything else I can help
+you with today?|Could you confirm your date of birth?|I've updated your details.|Your request has
+been submitted.|You'll receive an email shortly.|I understand how frustrating that is.|Let me
+transfer you to a specialist.|Your call may be recorded for quality purposes.|Please stay on the
+line.|I didn't quite catch that, could you repeat it?|That change takes effect right away.|We
+apologize for the inconvenience.|Have a great rest of your day.""".replace("\n", " ").split("|")
+
+
+def _digits(rng: random.Random, count: int) -> str:
+    return "".join(str(rng.randrange(10)) for _ in range(count))
+
+
+def _code(rng: random.Random) -> str:
+    """An account code as agents write them: letters and digits, maybe hyphenated."""
+    roll = rng.random()
+    if roll < 0.4:
+        return _digits(rng, rng.randint(6, 14))  # long digit strings, read one by one
+    letters = "ABCDEFGHJKLMNPQRSTUVWXYZ"
+    head = "".join(rng.choice(letters) for _ in range(rng.randint(1, 3)))
+    tail = _digits(rng, rng.randint(2, 6))
+    return f"{head}{rng.choice(['', '-'])}{tail}" if roll < 0.8 else f"{head}{_digits(rng, 1)}-{tail}"
+
+
+def _amount(rng: random.Random) -> str:
+    dollars = rng.choice([rng.randint(1, 99), rng.randint(100, 999), rng.randint(1000, 9999)])
+    return f"${dollars:,}" if rng.random() < 0.3 else f"${dollars:,}.{rng.randint(0, 99):02d}"
+
+
+def _service(g: _Grammar) -> str:
+    """A line a support agent (or the language model behind a voice agent) would write."""
+    rng = g.rng
+    thing = g.pick(_ACCOUNT_THINGS)
+    company = g.pick(_COMPANIES)
+    day = f"{g.pick(_MONTHS)} {rng.randint(1, 28)}"
+    if rng.random() < 0.5:
+        day = f"{g.pick(['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday'])}, {day}"
+    clock = f"{rng.randint(1, 12)}:{rng.choice(['00', '15', '30', '45', '10', '20', '40'])} " \
+            f"{g.pick(['AM', 'PM', 'a.m.', 'p.m.'])}"
+    local = g.pick(_NAMES).lower() + g.pick(["", ".", "_"]) * (rng.random() < 0.5) + \
+        (g.pick(_PLACES).lower() if rng.random() < 0.3 else "")
+    domain = f"{company.lower()}{g.pick(['', 'help', 'mail', 'shop'])}.{g.pick(_TLDS)}"
+    street = f"{rng.randint(1, 9999)} {g.pick(_STREETS)} {g.pick(_STREET_KINDS)}"
+    return g.pick([
+        f"Your {g.pick(['balance', 'total', 'refund', 'payment', 'charge', 'deposit'])} "
+        f"{g.pick(['is', 'was', 'comes to', 'will be'])} {_amount(rng)}.",
+        f"Your {g.pick(_CODE_NAMES)} {g.pick(['number', 'code', 'ID'])} is {_code(rng)}.",
+        f"{g.pick(['You can reach us', 'Please call', 'Call our team', 'Text us'])} at "
+        + (f"({_digits(rng, 3)}) {_digits(rng, 3)}-{_digits(rng, 4)}." if rng.random() < 0.6
+           else f"1-800-{_digits(rng, 3)}-{_digits(rng, 4)}."),
+        f"{g.pick(['Please email', 'Send the form to', 'Write to', 'Reply to'])} {local}@{domain}.",
+        f"{g.pick(['Visit', 'Go to', 'Check'])} www.{domain}/{g.pick(_ACCOUNT_THINGS)} "
+        f"{g.pick(['to track it', 'for details', 'any time', 'to make changes'])}.",
+        f"{g.pick(['Our office is at', 'It ships to', 'The store is at', 'Please mail it to'])} "
+        f"{street}{g.pick(['', f', Suite {rng.randint(100, 900)}', f', Apt. {rng.randint(1, 40)}'])}"
+        f", {g.pick(_PLACES)}.",
+        f"Your {thing} is {g.pick(['scheduled', 'confirmed', 'booked', 'due', 'expected'])} "
+        f"for {day} at {clock}.",
+        f"{g.pick(['You save', 'That is', 'Rates went up by', 'You get'])} {rng.randint(2, 60)}% "
+        f"{g.pick(['today', 'this month', 'on your next order', 'off'])}.",
+        f"The card ending in {_digits(rng, 4)} "
+        f"{g.pick(['was declined', 'has expired', 'was charged ' + _amount(rng), 'is on file'])}.",
+        f"Thanks for calling {company}, this is {g.pick(_NAMES)}, how can I help you today?",
+        f"I see your {thing} from {day}, {_lower_first(g.pick(_AGENT_LINES))}",
+        g.pick(_AGENT_LINES),
+        f"{g.pick(['Press', 'Say or press', 'Dial'])} {rng.randint(0, 9)} "
+        f"for {g.pick(['billing', 'support', 'sales', 'returns', 'an agent', 'your balance'])}.",
+        f"Your {thing} {g.pick(['ships', 'arrives', 'renews', 'closes', 'starts'])} in "
+        f"{rng.randint(2, 14)} {g.pick(['days', 'business days', 'weeks', 'hours'])}.",
+    ])
+
+
 def _reply(g: _Grammar) -> str:
     return g.pick(_INTERJECTIONS)
 
@@ -302,6 +386,26 @@ _PRODUCTIONS: list[tuple[Callable[[_Grammar], str], float]] = [
     (_command, 0.08), (_exclamation, 0.05), (_listing, 0.05), (_long, 0.06),
     (_numbers, 0.10), (_reply, 0.04), (_quoted, 0.04),
 ]
+#: Version 2 (issue 25) adds customer-service lines and paragraphs of 3-5 sentences, whose
+#: sentences the teacher speaks one by one: the student learns to chain real neighbours.
+_SERVICE_SHARE = 0.3  # of single sentences
+_PARAGRAPH_SHARE = 0.12  # of items
+
+
+def _single(g: _Grammar, version: int) -> str:
+    if version >= 2 and g.rng.random() < _SERVICE_SHARE:
+        text = _service(g)
+    else:
+        productions, weights = zip(*_PRODUCTIONS)
+        text = g.rng.choices(productions, weights)[0](g)
+    text = " ".join(text.split())
+    return text[0].upper() + text[1:]
+
+
+def _item(g: _Grammar, version: int) -> str:
+    if version >= 2 and g.rng.random() < _PARAGRAPH_SHARE:
+        return " ".join(_single(g, version) for _ in range(g.rng.randint(3, 5)))
+    return _single(g, version)
 
 
 def _lower_first(text: str) -> str:
@@ -315,23 +419,29 @@ def held_out() -> frozenset[str]:
     """The project's own sentences, reserved for measuring (never generated)."""
     from polyvox.asr.sentences import SENTENCES as ASR
     from polyvox.bench.texts import SENTENCES as BENCH
+    from polyvox.eval.sets import load_items
 
-    return frozenset(ASR) | frozenset(BENCH)
+    return frozenset(ASR) | frozenset(BENCH) | {
+        item.text for split in ("dev", "test") for item in load_items(split)}
 
 
-def generate_sentences(count: int, seed: int = 0) -> Iterator[str]:
-    """`count` normalized sentences; the same seed always gives the same sequence, and the
-    first n of a longer run equal a run of n."""
+GENERATOR_VERSION = 2
+
+
+def generate_sentences(count: int, seed: int = 0,
+                       version: int = GENERATOR_VERSION) -> Iterator[str]:
+    """`count` normalized items (a sentence or, from version 2, sometimes a paragraph);
+    the same seed and version always give the same sequence, and the first n of a longer
+    run equal a run of n. Version 1 is the grammar joe-ar's first 8,000 were drawn from."""
+    if version not in (1, 2):
+        raise ValueError(f"generator version must be 1 or 2, not {version}")
     rng = random.Random(seed)
     grammar = _Grammar(rng)
     normalizer = make_normalizer("en")
-    productions, weights = zip(*_PRODUCTIONS)
     excluded = held_out()
     produced = 0
     while produced < count:
-        text = rng.choices(productions, weights)[0](grammar)
-        text = " ".join(text.split())
-        text = text[0].upper() + text[1:]
+        text = _item(grammar, version)
         if text in excluded:
             continue
         yield normalizer.normalize(text)

@@ -45,6 +45,7 @@ class Batch(NamedTuple):
     band_low: torch.Tensor  # [B, T] first sequence index of the spoken phonemes' band
     band_high: torch.Tensor  # [B, T] last index (inclusive); -1: no guide at this position
     features: torch.Tensor  # [B, T, C] the teacher's prior mean of each text position's id
+    log_speed: torch.Tensor  # [B, T] log of the pace each position's clause was spoken at
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,12 @@ def teacher_forcing(flow_lm: FlowLM, batch: Batch) -> tuple[torch.Tensor, torch.
     """The backbone over whole sequences, as FlowLM.prefill + FlowLM.step compute it one
     position at a time: (head conditioning [B, T, d], EOS logits [B, T])."""
     latents = torch.where(torch.isnan(batch.latents_in), flow_lm.bos_emb, batch.latents_in)
-    text = flow_lm.embed_text(batch.tokens, batch.features if flow_lm.needs_features else None)
+    features = None
+    if flow_lm.needs_features:
+        features = batch.features
+        if getattr(flow_lm, "speed_proj", None) is not None:
+            features = torch.cat([features, batch.log_speed[..., None]], dim=-1)
+    text = flow_lm.embed_text(batch.tokens, features)
     x = torch.where(batch.is_text[..., None], text, flow_lm.input_linear(latents))
     hidden = flow_lm.out_norm(flow_lm.transformer(x, batch.positions, NoCache()))
     if flow_lm.z_proj is not None:

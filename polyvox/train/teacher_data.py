@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,7 +40,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import safetensors.torch
 import torch
 
-from polyvox.train.sentences import generate_sentences
+from polyvox.models.joe_ar.network import SPEED_RANGE
+from polyvox.train.sentences import GENERATOR_VERSION, generate_sentences
 
 TARGETS = ("prior", "z")
 
@@ -56,10 +59,16 @@ class TeacherDataConfig:
     noise: bool = False  # False: noise-free teacher; True: its default noise, seeded
     teacher: str = "en_US-joe-medium"
     target: str = "prior"  # the latent stored: the prior's mean ("prior") or z ("z")
+    # Pace (issue 25): this share of the sentences is spoken at a speed drawn log-uniformly
+    # from SPEED_RANGE (the teacher's length scale divided by it), the rest at 1.0.
+    varied_speed_share: float = 0.0
+    generator: int = GENERATOR_VERSION  # polyvox.train.sentences grammar version
 
     def __post_init__(self) -> None:
         if self.num_sentences < 1 or self.shard_size < 1:
             raise ValueError("num_sentences and shard_size must be >= 1")
+        if not 0.0 <= self.varied_speed_share <= 1.0:
+            raise ValueError("varied_speed_share must be between 0 and 1")
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
 
@@ -74,7 +83,9 @@ class Utterance(NamedTuple):
     ids: torch.Tensor  # [N] int64 phoneme ids (BOS PAD p PAD ... EOS)
     durations: torch.Tensor  # [N] int64 frames per id, summing to T
     latents: torch.Tensor  # [T, 192] float16: the prior's mean or z, per the data's target
-    text: str  # the sentence it came from
+    text: str  # the sentence (or paragraph) it came from
+    speed: float = 1.0  # the teacher's pace: its length scale was divided by this
+    part: int = 0  # which espeak sentence of `text` (a paragraph has several)
 
 
 def shard_path(out: Path, index: int) -> Path:
@@ -85,21 +96,32 @@ def sentence_generator(seed: int, index: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + index)
 
 
+def sentence_speed(config: TeacherDataConfig, index: int) -> float:
+    """The pace sentence `index` is spoken at (its own seeded draw: any run agrees)."""
+    rng = random.Random(f"speed:{config.seed}:{index}")
+    if rng.random() >= config.varied_speed_share:
+        return 1.0
+    low, high = SPEED_RANGE
+    return round(math.exp(rng.uniform(math.log(low), math.log(high))), 4)
+
+
 def teacher_utterances(teacher: PiperModel, text: str, noise: bool,
-                       generator: torch.Generator, target: str = "prior") -> list[Utterance]:
-    """Run the teacher over one sentence; `target` picks the latent kept (TARGETS)."""
+                       generator: torch.Generator, target: str = "prior",
+                       speed: float = 1.0) -> list[Utterance]:
+    """Run the teacher over one sentence (or paragraph: one utterance per espeak
+    sentence) at `speed`; `target` picks the latent kept (TARGETS)."""
     from polyvox.models.piper.front import Sentence
 
-    scales = teacher.scales(1.0, noise)
+    scales = teacher.scales(speed, noise)
     utterances = []
-    for ids in teacher.sentence_ids(text):
+    for part, ids in enumerate(teacher.sentence_ids(text)):
         (stage1,) = teacher.front.run_stage1([Sentence(ids, scales, generator)])
         latents = (teacher.front.prior_mean(stage1) if target == "prior"
                    else teacher.front.run_flow(stage1))  # [C, T]
         if int(stage1.durations.sum()) != latents.shape[1]:
             raise RuntimeError(f"teacher durations do not sum to its frames for {text!r}")
         utterances.append(Utterance(torch.tensor(ids), stage1.durations.long(),
-                                    latents.t().half().contiguous(), text))
+                                    latents.t().half().contiguous(), text, speed, part))
     return utterances
 
 
@@ -115,6 +137,7 @@ def write_shard(path: Path, texts: list[str], utterances: list[list[Utterance]])
         "latents": torch.cat([u.latents for _, u in flat]),
         "frame_offsets": torch.cumsum(frame_lengths, 0),
         "source": torch.tensor([index for index, _ in flat], dtype=torch.int32),
+        "speeds": torch.tensor([u.speed for _, u in flat], dtype=torch.float64),
     }
     temporary = path.with_suffix(".tmp")
     safetensors.torch.save_file(tensors, str(temporary), metadata={"texts": json.dumps(texts)})
@@ -127,12 +150,18 @@ def read_shard(path: Path) -> list[Utterance]:
         tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
     id_offsets, frame_offsets = tensors["id_offsets"].tolist(), tensors["frame_offsets"].tolist()
     latents = tensors["latents"] if "latents" in tensors else tensors["z"]  # older shards
+    count = len(id_offsets) - 1
+    speeds = tensors["speeds"].tolist() if "speeds" in tensors else [1.0] * count
+    sources = tensors["source"].tolist()
+    parts = [0] * count  # the utterance's place in its text: utterances are in order
+    for i in range(1, count):
+        parts[i] = parts[i - 1] + 1 if sources[i] == sources[i - 1] else 0
     return [
         Utterance(tensors["ids"][id_offsets[i]: id_offsets[i + 1]].long(),
                   tensors["durations"][id_offsets[i]: id_offsets[i + 1]].long(),
                   latents[frame_offsets[i]: frame_offsets[i + 1]],
-                  texts[int(tensors["source"][i])])
-        for i in range(len(id_offsets) - 1)
+                  texts[sources[i]], speeds[i], parts[i])
+        for i in range(count)
     ]
 
 
@@ -152,6 +181,8 @@ def read_manifest(out: Path) -> dict:
         raise FileNotFoundError(f"no {MANIFEST} in {out}: not a teacher data directory")
     found = json.loads(path.read_text())
     found.setdefault("target", "z")  # data written before targets existed
+    found.setdefault("varied_speed_share", 0.0)  # ... before speeds
+    found.setdefault("generator", 1)  # ... before the service grammar
     return found
 
 
@@ -160,7 +191,8 @@ def _check_manifest(out: Path, config: TeacherDataConfig) -> None:
     wanted = asdict(config)
     if path.exists():
         found = read_manifest(out)
-        for key in ("seed", "shard_size", "noise", "teacher", "target"):
+        for key in ("seed", "shard_size", "noise", "teacher", "target",
+                    "varied_speed_share", "generator"):
             if found.get(key) != wanted[key]:
                 raise ValueError(f"{out} holds data made with {key}={found.get(key)!r}, not "
                                  f"{wanted[key]!r}: use another --out or the same settings")
@@ -172,7 +204,7 @@ def generate(out: Path, config: TeacherDataConfig, teacher: PiperModel | None = 
     """Write the missing shards of `config` under `out`; returns every shard path."""
     out.mkdir(parents=True, exist_ok=True)
     _check_manifest(out, config)
-    sentences = list(generate_sentences(config.num_sentences, config.seed))
+    sentences = list(generate_sentences(config.num_sentences, config.seed, config.generator))
     paths = []
     for shard in range(config.num_shards):
         path = shard_path(out, shard)
@@ -188,7 +220,7 @@ def generate(out: Path, config: TeacherDataConfig, teacher: PiperModel | None = 
         texts = sentences[first: first + config.shard_size]
         groups = [teacher_utterances(teacher, text, config.noise,
                                      sentence_generator(config.seed, first + offset),
-                                     config.target)
+                                     config.target, sentence_speed(config, first + offset))
                   for offset, text in enumerate(texts)]
         write_shard(path, texts, groups)
         if log:
@@ -211,11 +243,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", choices=TARGETS, default="prior",
                         help="the latent stored: the prior's mean (the student's decoder runs "
                              "the teacher's flow) or z (HiFi-GAN's input)")
+    parser.add_argument("--varied-speed", type=float, default=0.0, metavar="SHARE",
+                        help="share of sentences spoken at a random speed in "
+                             f"{SPEED_RANGE[0]}-{SPEED_RANGE[1]} (log-uniform); the rest at 1.0")
+    parser.add_argument("--generator", type=int, default=GENERATOR_VERSION, choices=(1, 2),
+                        help="sentence grammar: 1 (joe-ar's first data), 2 (+ customer "
+                             "service and paragraphs)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = TeacherDataConfig(args.sentences, args.seed, args.shard_size, args.noise,
-                               target=args.target)
+                               target=args.target, varied_speed_share=args.varied_speed,
+                               generator=args.generator)
     generate(args.out, config)
 
 

@@ -4,6 +4,7 @@ equals the inference path (prefill, then one step at a time)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
 import pytest
@@ -74,21 +75,27 @@ def test_id_features_are_each_ids_first_frame() -> None:
     assert torch.equal(id_features(frames, durations), values)
 
 
-@pytest.mark.parametrize("features", [None, "teacher_prior"])
+@pytest.mark.parametrize("features", [None, "teacher_prior", "teacher_prior+speed"])
 def test_teacher_forcing_equals_prefill_then_steps(tiny_config, features) -> None:
     torch.manual_seed(0)
-    config = dataclasses.replace(tiny_config, text_features=features)
+    features, _, speed = (features or "").partition("+")
+    config = dataclasses.replace(tiny_config, text_features=features or None,
+                                 speed_input=bool(speed))
     model = build_student(config).eval()
-    if model.prior_proj is not None:  # zero at init: make the features count
-        torch.nn.init.normal_(model.prior_proj.weight, std=0.1)
+    for projection in (model.prior_proj, model.speed_proj):
+        if projection is not None:  # zero at init: make the features count
+            torch.nn.init.normal_(projection.weight, std=0.1)
     stats = LatentStats(torch.zeros(768), torch.full((768,), 2.0))
-    example = _example(9, [2, 3, 1, 4, 2, 2, 3, 1, 2])
+    example = _example(9, [2, 3, 1, 4, 2, 2, 3, 1, 2])._replace(speed=1.5 if speed else 1.0)
     batch = make_batch([example], stats, random.Random(1))
     batch = batch._replace(positions=batch.positions - batch.positions[:, :1])  # a fresh context
+    read = example.features
+    if speed:  # the engine's features: the prior mean, then the clause's log speed
+        read = torch.cat([read.float(), torch.full((9, 1), math.log(1.5))], 1)
     with torch.no_grad():
         _, eos_train = teacher_forcing(model, batch)
         kv = ContiguousKV(3, 4, 16, torch.float32, torch.device("cpu"))
-        embedded = model.embed_text(example.tokens, example.features if features else None)
+        embedded = model.embed_text(example.tokens, read if features else None)
         model.prefill(embedded[None], kv.next_positions(9), kv)
         kv.commit()
         eos_steps = []
@@ -103,6 +110,12 @@ def test_teacher_forcing_equals_prefill_then_steps(tiny_config, features) -> Non
         changed = batch._replace(features=batch.features * 0)
         with torch.no_grad():
             assert not torch.allclose(teacher_forcing(model, changed)[1], eos_train)
+    if speed:  # and so does the speed
+        slower = batch._replace(log_speed=batch.log_speed * 0 + math.log(0.7))
+        with torch.no_grad():
+            assert not torch.allclose(teacher_forcing(model, slower)[1], eos_train)
+        with pytest.raises(ValueError, match="features per token"):
+            model.embed_text(example.tokens, example.features)  # the speed column missing
 
 
 def test_batches_respect_the_position_budget() -> None:

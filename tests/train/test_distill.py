@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def test_overfitting_two_sentences_halves_the_loss(tiny_config, teacher_data: Pa
                                                    tmp_path: Path) -> None:
     distiller = Distiller(tiny_config, _config(30, learning_rate=1e-2), teacher_data, tmp_path,
                           log=False)
-    assert len(distiller.examples) == 2  # one of the three utterances is held out
+    assert len(distiller.training) == 2  # one of the three utterances is held out
     first = distiller.train_step()["total"]
     for _ in range(28):
         distiller.train_step()
@@ -144,3 +145,67 @@ def test_init_of_a_student_that_reads_features_from_one_that_did_not(
                                    teacher_forcing(old.model.eval(), batch)[1])
     new.train()  # and it learns to use them
     assert new.model.prior_proj.weight.any()
+
+
+@pytest.fixture(scope="module")
+def paragraph_data(teacher, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A paragraph of three sentences at speed 1.5, then a sentence at 0.8."""
+    from polyvox.train.teacher_data import (
+        MANIFEST,
+        TeacherDataConfig,
+        sentence_generator,
+        shard_path,
+        teacher_utterances,
+        write_shard,
+    )
+
+    out = tmp_path_factory.mktemp("paragraphs")
+    texts = ["The kite flew over the hill. It came back slowly. Then it rained.",
+             "Please call us back tomorrow."]
+    groups = [teacher_utterances(teacher, text, False, sentence_generator(0, index),
+                                 speed=speed)
+              for index, (text, speed) in enumerate(zip(texts, (1.5, 0.8)))]
+    write_shard(shard_path(out, 0), texts, groups)
+    config = TeacherDataConfig(num_sentences=2, varied_speed_share=1.0)
+    (out / MANIFEST).write_text(json.dumps(dataclasses.asdict(config)))
+    return out
+
+
+def test_a_paragraphs_sentences_are_chained_after_the_one_before(
+        tiny_config, paragraph_data: Path, tmp_path: Path) -> None:
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", speed_input=True)
+    distiller = Distiller(config, _config(2, paragraph_chain_probability=1.0), paragraph_data,
+                          tmp_path, log=False)
+    assert [e.previous for e in distiller.examples] == [-1, 0, 1, -1]
+    assert [e.speed for e in distiller.examples] == [1.5, 1.5, 1.5, 0.8]
+    items = [item for batch in distiller._epoch_plan(0) for item in batch]
+    prefixes = {item.clause: item.prefix for item in items}
+    # utterance 1 is held out (one in VALIDATION_EVERY); 2 follows it, 0 and 3 start texts
+    assert sorted(prefixes) == [0, 2, 3] and prefixes[2] == 1
+    assert prefixes[0] == -1 and prefixes[3] == -1
+    distiller.train()  # the speed column reaches the model
+    assert distiller.model.speed_proj is not None and distiller.model.speed_proj.weight.any()
+
+
+def test_speech_at_several_speeds_needs_a_pace_input(tiny_config, paragraph_data: Path,
+                                                      tmp_path: Path) -> None:
+    reading = dataclasses.replace(tiny_config, text_features="teacher_prior")
+    with pytest.raises(ValueError, match="speed-input"):
+        Distiller(reading, _config(1), paragraph_data, tmp_path, log=False)
+
+
+def test_init_of_a_paced_student_from_one_without_pace(tiny_config, teacher_data: Path,
+                                                       tmp_path: Path) -> None:
+    """The shipped joe-ar has no pace input: a paced student starts from it computing
+    exactly what it computed at speed 1 (the projection starts at zero)."""
+    reading = dataclasses.replace(tiny_config, text_features="teacher_prior")
+    old = Distiller(reading, _config(2), teacher_data, tmp_path / "a", log=False)
+    old.train()
+    paced = dataclasses.replace(reading, speed_input=True)
+    new = Distiller(paced, _config(2), teacher_data, tmp_path / "b", log=False,
+                    init=tmp_path / "a" / WEIGHTS)
+    assert new.model.speed_proj is not None and not new.model.speed_proj.weight.any()
+    batch = new.batch(0)
+    with torch.no_grad():
+        torch.testing.assert_close(teacher_forcing(new.model.eval(), batch)[1],
+                                   teacher_forcing(old.model.eval(), batch)[1])

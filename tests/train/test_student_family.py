@@ -4,6 +4,7 @@ offline path, and windowed decoding equals whole-clause decoding."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -125,3 +126,23 @@ def test_text_features_are_what_training_read(family, teacher_data) -> None:
 def test_speed_other_than_one_is_refused(family) -> None:
     with pytest.raises(ValueError, match="speed"):
         family.make_params(speed=1.5)
+
+
+def test_a_student_with_a_pace_input_reads_the_speed(tiny_config, teacher, tmp_path) -> None:
+    from polyvox.models.joe_ar.family import load_student_family
+
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", speed_input=True)
+    path = tmp_path / "paced.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    paced = load_student_family(path, seed=1)
+    slow = paced.plan_clause(TEXT, paced.make_params(speed=0.75))
+    normal = paced.plan_clause(TEXT, paced.make_params())
+    assert slow.features is not None and normal.features is not None
+    assert slow.features.shape == (len(slow.tokens), 193)
+    torch.testing.assert_close(slow.features[:, -1], torch.full((len(slow.tokens),),
+                                                                math.log(0.75)))
+    assert torch.equal(slow.features[:, :-1], normal.features[:, :-1])
+    assert slow.max_frames > normal.max_frames  # slower speech may run longer
+    for speed in (0.25, 3.0):
+        with pytest.raises(ValueError, match="speeds 0.5 to 2.0"):
+            paced.make_params(speed=speed)

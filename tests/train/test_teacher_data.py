@@ -8,12 +8,17 @@ import pytest
 import torch
 
 from polyvox.train.sentences import generate_sentences, held_out
+from polyvox.models.joe_ar.network import SPEED_RANGE
 from polyvox.train.teacher_data import (
     TeacherDataConfig,
     generate,
     read_data,
+    read_shard,
     sentence_generator,
+    sentence_speed,
     shard_path,
+    teacher_utterances,
+    write_shard,
 )
 
 
@@ -117,3 +122,47 @@ def test_a_missing_shard_is_rewritten_identically(teacher, teacher_data: Path,
     assert len(rewritten) == len(original)
     for a, b in zip(rewritten, original):
         assert torch.equal(a.latents, b.latents) and torch.equal(a.ids, b.ids)
+
+
+def test_the_service_grammar_and_paragraphs_are_in_version_2_only() -> None:
+    two = list(generate_sentences(400, seed=0))
+    one = list(generate_sentences(400, seed=0, version=1))
+    spoken = " ".join(two)
+    assert "dollars" in spoken and " at " in spoken and " dot " in spoken  # money, email/url
+    paragraphs = [text for text in two if text.count(". ") + text.count("? ") >= 2]
+    assert 0.05 < len(paragraphs) / len(two) < 0.25
+    assert not any(text.count(". ") >= 2 for text in one)  # version 1 made no paragraphs
+    assert not any(ch.isdigit() for sentence in two for ch in sentence)  # normalized
+    with pytest.raises(ValueError, match="version"):
+        next(generate_sentences(1, version=3))
+
+
+def test_speeds_are_seeded_per_sentence_and_span_the_range() -> None:
+    varied = TeacherDataConfig(num_sentences=1, varied_speed_share=0.5)
+    speeds = [sentence_speed(varied, index) for index in range(400)]
+    assert speeds == [sentence_speed(varied, index) for index in range(400)]
+    changed = [speed for speed in speeds if speed != 1.0]
+    assert 0.4 < len(changed) / len(speeds) < 0.6
+    assert all(SPEED_RANGE[0] <= speed <= SPEED_RANGE[1] for speed in changed)
+    assert min(changed) < 0.6 and max(changed) > 1.7
+    plain = TeacherDataConfig(num_sentences=1)
+    assert {sentence_speed(plain, index) for index in range(100)} == {1.0}
+
+
+def test_a_paragraph_at_a_speed_is_its_sentences_in_order_at_that_pace(teacher,
+                                                                         tmp_path: Path) -> None:
+    text = "The kite flew over the hill. It came back slowly. Then it rained."
+    normal = teacher_utterances(teacher, text, False, sentence_generator(0, 0))
+    fast = teacher_utterances(teacher, text, False, sentence_generator(0, 0), speed=2.0)
+    assert [u.part for u in fast] == [0, 1, 2] and {u.speed for u in fast} == {2.0}
+    for slow_one, fast_one in zip(normal, fast):
+        assert torch.equal(slow_one.ids, fast_one.ids)
+        ratio = fast_one.latents.shape[0] / slow_one.latents.shape[0]
+        assert 0.4 < ratio < 0.7, ratio  # about half: each id's frames are rounded up
+    ratio = sum(u.latents.shape[0] for u in fast) / sum(u.latents.shape[0] for u in normal)
+    assert 0.45 < ratio < 0.62, ratio
+    path = shard_path(tmp_path, 0)
+    write_shard(path, [text, "Yes."], [fast, normal[:1]])
+    back = read_shard(path)
+    assert [(u.part, u.speed) for u in back] == [(0, 2.0), (1, 2.0), (2, 2.0), (0, 1.0)]
+    assert [u.text for u in back] == [text] * 3 + ["Yes."]

@@ -35,6 +35,7 @@ from polyvox.models.pocket.weights import random_init
 from polyvox.text.clauses import split_text
 from polyvox.models.joe_ar.network import (
     DEFAULT_CONFIG,
+    SPEED_RANGE,
     StudentConfig,
     build_student,
     id_features,
@@ -64,6 +65,7 @@ class StudentParams:
     eos_threshold: float | None = None
     frames_after_eos: int | None = None
     sampler_steps: int = 1
+    speed: float = 1.0  # > 1 talks faster; only a student with speed_input reads it
 
     def __post_init__(self) -> None:
         if self.temperature is not None and not 0 <= self.temperature <= 10:
@@ -157,9 +159,13 @@ class StudentFamily(FlowLMStages):
 
     def make_params(self, seed: int = 0, temperature: float | None = None,
                     speed: float = 1.0) -> StudentParams:
-        if speed != 1.0:
+        if speed != 1.0 and not self.student.speed_input:
             raise ValueError(f"pocket/{self.student.name} cannot change speed; use speed 1.0")
-        return StudentParams(seed=seed, temperature=temperature)
+        low, high = SPEED_RANGE
+        if not low <= speed <= high:
+            raise ValueError(f"pocket/{self.student.name} speaks speeds {low} to {high} "
+                             f"(what it was trained on), not {speed}")
+        return StudentParams(seed=seed, temperature=temperature, speed=speed)
 
     def plan_clause(self, text: str, params: StudentParams) -> ClausePlan:
         ids = self.phoneme_ids(text)
@@ -167,19 +173,24 @@ class StudentFamily(FlowLMStages):
             raise ValueError("the clause has nothing to speak")
         after = params.frames_after_eos
         after = self.student.frames_after_eos if after is None else after
-        return ClausePlan(torch.tensor(ids, dtype=torch.long), after, self.max_frames(len(ids)),
-                          self.text_features(ids))
+        return ClausePlan(torch.tensor(ids, dtype=torch.long), after,
+                          self.max_frames(len(ids), params.speed),
+                          self.text_features(ids, params.speed))
 
-    def text_features(self, ids: list[int]) -> torch.Tensor | None:
+    def text_features(self, ids: list[int], speed: float = 1.0) -> torch.Tensor | None:
         """What the student reads per id beside the id (`text_features`): the teacher's
-        prior mean of each id, [N, 192], from the teacher's stage 1 at noise 0. Only the
-        encoder's output is used; its durations are dropped (the student times itself)."""
+        prior mean of each id, [N, 192], from the teacher's stage 1 at noise 0, then (a
+        student with `speed_input`) a column of log speed. Only the encoder's output is
+        used; its durations are dropped (the student times itself)."""
         if self.student.text_features is None:
             return None
         assert self.front is not None
         generator = torch.Generator().manual_seed(0)  # noise 0: nothing is drawn from it
         (stage1,) = self.front.run_stage1([Sentence(ids, Scales(0.0, 1.0, 0.0), generator)])
-        return id_features(self.front.prior_mean(stage1).T, stage1.durations)
+        features = id_features(self.front.prior_mean(stage1).T, stage1.durations)
+        if not self.student.speed_input:
+            return features
+        return torch.cat([features, features.new_full((len(ids), 1), math.log(speed))], 1)
 
     def eos_threshold(self, params: StudentParams) -> float:
         if params.eos_threshold is None:
@@ -236,12 +247,13 @@ class StudentFamily(FlowLMStages):
         """Generate one clause into `kv` (the engine's EOS rule); returns [S, D]."""
         plan_after = self.student.frames_after_eos if params.frames_after_eos is None \
             else params.frames_after_eos
-        self.prefill_tokens(ids, kv.next_positions(len(ids)), kv, self.text_features(ids.tolist()))
+        self.prefill_tokens(ids, kv.next_positions(len(ids)), kv,
+                            self.text_features(ids.tolist(), params.speed))
         kv.commit()
         latent = torch.full((1, self.latent_dim), float("nan"))
         frames: list[torch.Tensor] = []
         eos_at = None
-        for index in range(self.max_frames(len(ids))):
+        for index in range(self.max_frames(len(ids), params.speed)):
             noise = self.sample_noise(generator, params)[None]
             latent, logit = self.flow_lm.step(latent, kv.next_positions(1)[:, 0], kv, noise,
                                               params.sampler_steps)
@@ -254,9 +266,10 @@ class StudentFamily(FlowLMStages):
             frames.append(latent[0])
         return torch.stack(frames) if frames else torch.zeros(0, self.latent_dim)
 
-    def max_frames(self, num_ids: int) -> int:
-        """The length cap of a clause of `num_ids` phoneme ids, in AR steps."""
-        return math.ceil(num_ids * MAX_FRAMES_PER_ID / self.frames_per_step
+    def max_frames(self, num_ids: int, speed: float = 1.0) -> int:
+        """The length cap of a clause of `num_ids` phoneme ids, in AR steps (longer for
+        slower speech)."""
+        return math.ceil(num_ids * MAX_FRAMES_PER_ID / (self.frames_per_step * min(speed, 1.0))
                          + PADDING_SECONDS * self.audio.frame_rate)
 
     @torch.no_grad()

@@ -53,6 +53,10 @@ class StudentConfig:
     # projection of the teacher's text-encoder output for it (the prior mean of that id,
     # computed at prefill from the ids alone, no durations); None: ids only.
     text_features: str | None = None
+    # Pace input (issue 25): with speed_input, each text position also reads the clause's
+    # log speed (1 / the teacher's length-scale factor), through a projection that starts
+    # at zero; the teacher data spans SPEED_RANGE.
+    speed_input: bool = False
     default_temperature: float = 1.0
     default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
     frames_after_eos: int = 0  # AR steps kept after the EOS step
@@ -69,6 +73,9 @@ class StudentConfig:
         if self.text_features not in (None, "teacher_prior"):
             raise ValueError("text_features must be 'teacher_prior' or null, "
                              f"not {self.text_features!r}")
+        if self.speed_input and self.text_features is None:
+            raise ValueError("speed_input rides on the per-token features: it needs "
+                             "text_features 'teacher_prior'")
         if self.text_features == "teacher_prior" and self.teacher_latent != "prior":
             raise ValueError("text_features 'teacher_prior' needs teacher_latent 'prior' "
                              "(the features are read from the prior-mean data)")
@@ -103,20 +110,39 @@ def config_to_dict(config: StudentConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+SPEED_RANGE = (0.5, 2.0)  # the speeds the teacher data spans (teacher_data.py)
+
+
+def speed_features(log_speed: torch.Tensor) -> torch.Tensor:
+    """[...] log speed -> [..., 2]: what the speed projection reads."""
+    return torch.stack([log_speed, log_speed.square()], dim=-1)
+
+
 class StudentFlowLM(FlowLM):
     """A FlowLM whose text embedding may add per-token features: with `text_features`
     "teacher_prior", token i's embedding is LUT(id_i) + prior_proj(normalized m_i), m_i
     being the teacher's prior mean for id i (192 channels, normalized by the latent
-    statistics' first frame). `prior_proj` starts at zero: an id-only student loads into
-    it and computes exactly what it computed before."""
+    statistics' first frame). With `speed_input`, the features carry one more column,
+    the clause's log speed, and the embedding adds speed_proj(log s, log² s). Both
+    projections start at zero: a student without them loads into one with them and
+    computes exactly what it computed before."""
 
     def __init__(self, config: StudentConfig) -> None:
         super().__init__(config.flow_lm, config.latent_dim, voice_latent_dim=1)
         self.feature_channels = config.latent_channels
         self.prior_proj: nn.Linear | None = None
+        self.speed_proj: nn.Linear | None = None
         if config.text_features == "teacher_prior":
             self.prior_proj = nn.Linear(config.latent_channels, self.d_model, bias=False)
             nn.init.zeros_(self.prior_proj.weight)
+        if config.speed_input:
+            self.speed_proj = nn.Linear(2, self.d_model, bias=False)
+            nn.init.zeros_(self.speed_proj.weight)
+
+    @property
+    def feature_width(self) -> int:
+        """Columns of the per-token features: the prior mean, then log speed if read."""
+        return self.feature_channels + (self.speed_proj is not None)
 
     @property  # type: ignore[override]
     def needs_features(self) -> bool:
@@ -124,17 +150,22 @@ class StudentFlowLM(FlowLM):
 
     def embed_text(self, tokens: torch.Tensor,
                    features: torch.Tensor | None = None) -> torch.Tensor:
-        """tokens [..., T] (+ features [..., T, 192], the teacher's raw prior means) ->
-        [..., T, d_model]."""
+        """tokens [..., T] (+ features [..., T, feature_width]: the teacher's raw prior
+        means, then the log speed if the student reads it) -> [..., T, d_model]."""
         if self.prior_proj is None:
             return super().embed_text(tokens, features)
         embedded = self.conditioner(tokens)
-        if features is None:
-            raise ValueError("this student reads the teacher's prior mean per token: "
-                             "pass features")
+        if features is None or features.shape[-1] != self.feature_width:
+            raise ValueError(f"this student reads {self.feature_width} features per token "
+                             "(the teacher's prior mean"
+                             + (", then the log speed)" if self.speed_proj else ")"))
         channels = self.feature_channels
-        normalized = (features.float() - self.emb_mean[:channels]) / self.emb_std[:channels]
-        return embedded + self.prior_proj(normalized)
+        prior = features[..., :channels].float()
+        normalized = (prior - self.emb_mean[:channels]) / self.emb_std[:channels]
+        embedded = embedded + self.prior_proj(normalized)
+        if self.speed_proj is not None:
+            embedded = embedded + self.speed_proj(speed_features(features[..., channels].float()))
+        return embedded
 
 
 def build_student(config: StudentConfig) -> StudentFlowLM:
