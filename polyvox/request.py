@@ -60,6 +60,11 @@ class AudioChunk:
     # whitespace-separated word of the clause's text, the frames [start, end) it is spoken
     # in, counted from the clause's first frame.
     word_frames: tuple[tuple[int, int], ...] | None = None
+    # From a cluster replica (polyvox.cluster), for the WebSocket's word timings: on a
+    # clause's last chunk, its words and the client words they came from (ClauseWords);
+    # and whether this chunk speaks its clause again from the start (the stream moved).
+    clause_words: Any = None
+    restarts_clause: bool = False
 
 
 WordFrames = tuple[tuple[int, int], ...]

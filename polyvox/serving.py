@@ -57,8 +57,10 @@ class Served:
             else params
 
     def generate(self, text: str | AsyncIterator[str], voice: str, params: Any,
-                 normalize: bool = True) -> AsyncIterator[AudioChunk]:
-        """One request's audio chunks (AsyncEngine.generate): what the server streams."""
+                 normalize: bool = True, word_timings: bool = False) -> AsyncIterator[AudioChunk]:
+        """One request's audio chunks (AsyncEngine.generate): what the server streams.
+        (`word_timings` needs nothing here: the WebSocket splits the text as the engine
+        does, from text_pipeline.)"""
         return self.runtime.generate(text, voice, params, normalize=normalize)
 
     def voice_names(self) -> list[str]:
@@ -85,7 +87,8 @@ class Served:
         await self.runtime.call(lambda: None)
 
     def text_pipeline(self, normalize: bool = True) -> Any:
-        """The text path of a streamed request (what the WebSocket's word timings replay)."""
+        """The text path of a streamed request (what the WebSocket's word timings replay);
+        None where the clauses' words come with the audio (a cluster ingress)."""
         return self.engine.text_pipeline(normalize)
 
     @property

@@ -107,6 +107,7 @@ class ClusterServed:
         self.handle, self.deployment, self.on_stop = handle, deployment, on_stop
         self.name = str(info["model"])
         self.sample_rate = int(info["sample_rate"])
+        self.samples_per_frame = int(info["samples_per_frame"])  # word timings' frames
         self.supports_voice_cloning = bool(info["supports_voice_cloning"])
         self.kv_shape = tuple(info.get("kv_shape") or ())
         self.builtin_voices = {DEFAULT_VOICE}
@@ -144,10 +145,9 @@ class ClusterServed:
         await asyncio.sleep(0)
 
     def text_pipeline(self, normalize: bool = True) -> Any:
-        from polyvox.server.errors import APIError
-
-        raise APIError(400, "word timings are not available through a cluster ingress yet: "
-                       "configure the WebSocket with word_timings false", param="word_timings")
+        """None: the ingress holds no model; each clause's words come from the replica
+        that speaks it, with its last chunk (AudioChunk.clause_words)."""
+        return None
 
     # --- the cluster's view ----------------------------------------------------------------
 
@@ -256,12 +256,13 @@ class ClusterServed:
     # --- streams ---------------------------------------------------------------------------
 
     async def generate(self, text: str | AsyncIterator[str], voice: str, params: JobParams,
-                       normalize: bool = True) -> AsyncIterator[AudioChunk]:
+                       normalize: bool = True,
+                       word_timings: bool = False) -> AsyncIterator[AudioChunk]:
         """One request's audio chunks, as the replicas make them (see the module doc)."""
         job = Job(request_id=f"c{next(_ids)}-{uuid.uuid4().hex[:8]}", voice=voice,
                   seed=params.seed, temperature=params.temperature, speed=params.speed,
                   normalize=normalize, text=text if isinstance(text, str) else None,
-                  streamed=not isinstance(text, str))
+                  streamed=not isinstance(text, str), word_timings=word_timings)
         stream = _Stream(job) if isinstance(text, str) else _StreamedText(job, text, self)
         try:
             async for chunk in self._run(stream):
@@ -276,6 +277,7 @@ class ClusterServed:
         done = index = 0  # clauses fully delivered, chunks yielded
         exclude: set[str] = set()
         died_at: float | None = None
+        is_mid_clause = False  # some of clause `done` was delivered
         for number in itertools.count():
             view = self.choose(job.voice, exclude)
             if view is None:
@@ -295,17 +297,22 @@ class ClusterServed:
                         continue
                     self.hops.append(time.time() - message["sent_at"])
                     samples = np.array(message["samples"])  # Ray's buffer is read-only
+                    restarts = False
                     if died_at is not None and len(samples):
                         samples = _faded_in(samples, self.sample_rate)
                         self.recoveries.append(time.monotonic() - died_at)
-                        died_at = None
+                        died_at, restarts = None, is_mid_clause
                     clause_index = offset + int(message["clause_index"])
                     yield AudioChunk(job.request_id, torch.from_numpy(samples),
                                      self.sample_rate, index, time.monotonic(),
                                      clause_index=clause_index,
                                      ends_clause=bool(message["ends_clause"]),
-                                     word_frames=message["word_frames"])
+                                     word_frames=message["word_frames"],
+                                     clause_words=message.get("clause_words"),
+                                     restarts_clause=restarts)
                     index += 1
+                    is_mid_clause = not message["ends_clause"] and (is_mid_clause or
+                                                                   len(samples) > 0)
                     if message["ends_clause"]:
                         done = clause_index + 1
                 finished = True
@@ -339,7 +346,9 @@ class _Stream:
     def call(self, attempt: _Attempt, done: int) -> Job:
         if self.clauses is None:
             return replace(self.job, request_id=attempt.request_id)
-        return replace(self.job, request_id=attempt.request_id, text=None,
+        # (with word timings the replica reads the clauses' words off the whole text)
+        return replace(self.job, request_id=attempt.request_id,
+                       text=self.job.text if self.job.word_timings else None,
                        clauses=tuple(self.clauses[done:]), first_clause=done)
 
     async def started(self, attempt: _Attempt, clauses: list[str] | None) -> None:

@@ -32,6 +32,7 @@ import torch
 from polyvox.engine.engine import EngineError
 from polyvox.server.config import ServerConfig
 from polyvox.startup import StartupTimes, seconds_since_process_start
+from polyvox.text.words import ClauseWords, WordTracker
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ class Job:
     streamed: bool = False  # more text follows through add_text, then finish_text
     skip_clauses: int = 0  # resumed streamed text: its clauses already delivered
     first_clause: int = 0  # the index in the whole text of its first clause (clause seeds)
+    # The WebSocket's word timings: each clause's last chunk carries its ClauseWords (its
+    # index in the whole text); `text` then stays the whole text even when resumed.
+    word_timings: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class EngineReplica:
         return {"id": self.replica_id, "pid": os.getpid(), "node": _node_id(),
                 **self.record_routing_stats(), "model": self.served.name,
                 "sample_rate": self.served.sample_rate,
+                "samples_per_frame": self.served.samples_per_frame,
                 "supports_voice_cloning": self.served.supports_voice_cloning,
                 "kv_shape": list(getattr(self.served.family, "kv_shape", ()) or ()),
                 "startup_seconds": dict(self.startup.phases)}
@@ -128,8 +133,10 @@ class EngineReplica:
         try:
             text: str | AsyncIterator[str]
             clauses: list[str] | None = None
+            words = _ClauseWordsOf(served.text_pipeline(job.normalize)) \
+                if job.word_timings else None
             if job.streamed:
-                text = self._text_of(job.request_id, job.text or "")
+                text = self._text_of(job.request_id, job.text or "", words)
             elif job.clauses is not None:
                 clauses, text = list(job.clauses), ""
             else:
@@ -137,29 +144,43 @@ class EngineReplica:
                 clauses = await served.runtime.call(
                     lambda: engine.clauses_of(whole, job.normalize))
                 text = ""
+            if words is not None and not job.streamed:
+                words.feed(job.text or "", end=True)
             yield {"clauses": clauses}
             chunks = served.runtime.generate(text, job.voice, params, request_id=job.request_id,
                                              normalize=job.normalize, clauses=clauses,
                                              skip_clauses=job.skip_clauses,
                                              clause_seed_base=job.first_clause)
             async for chunk in chunks:
-                yield {"samples": chunk.samples.detach().cpu().numpy().astype(np.float32,
-                                                                             copy=False),
-                       "clause_index": chunk.clause_index, "ends_clause": chunk.ends_clause,
-                       "word_frames": chunk.word_frames, "sent_at": time.time()}
+                message = {"samples": chunk.samples.detach().cpu().numpy().astype(np.float32,
+                                                                                copy=False),
+                           "clause_index": chunk.clause_index, "ends_clause": chunk.ends_clause,
+                           "word_frames": chunk.word_frames, "sent_at": time.time()}
+                if words is not None and chunk.ends_clause:
+                    message["clause_words"] = words.take(job.first_clause + chunk.clause_index)
+                yield message
         finally:
             self.running -= 1
             self._texts.pop(job.request_id, None)
 
-    def _text_of(self, request_id: str, first: str) -> AsyncIterator[str]:
+    def _text_of(self, request_id: str, first: str,
+                 words: _ClauseWordsOf | None = None) -> AsyncIterator[str]:
+        """A streamed job's text: what it came with, then the pieces add_text brings (each
+        one split into its words' clauses first, when the client wants word timings)."""
         pieces: asyncio.Queue[str | None] = asyncio.Queue()
         self._texts[request_id] = pieces
 
         async def read() -> AsyncIterator[str]:
             if first:
+                if words is not None:
+                    words.feed(first)
                 yield first
             while (piece := await pieces.get()) is not None:
+                if words is not None:
+                    words.feed(piece)
                 yield piece
+            if words is not None:
+                words.feed("", end=True)
 
         return read()
 
@@ -223,3 +244,20 @@ def _node_id() -> str:
         return str(ray.get_runtime_context().get_node_id())
     except Exception:  # noqa: BLE001
         return "local"
+
+
+class _ClauseWordsOf:
+    """Which client words each clause of a job speaks (polyvox.text.words): the text goes
+    through the engine's own pipeline a second time, which splits it exactly as the
+    engine does, so clause k here is the engine's clause k."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self.tracker = WordTracker(pipeline)
+        self.clauses: dict[int, ClauseWords] = {}
+
+    def feed(self, piece: str, end: bool = False) -> None:
+        found = self.tracker.feed(piece) + (self.tracker.flush() if end else [])
+        self.clauses.update((clause.index, clause) for clause in found)
+
+    def take(self, index: int) -> ClauseWords | None:
+        return self.clauses.pop(index, None)

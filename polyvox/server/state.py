@@ -60,10 +60,14 @@ class ServerState:
             raise APIError(400, str(error)) from None
 
     def start(self, text: str | AsyncIterator[str], voice: str, params: Any, ticket: Ticket,
-              endpoint: str, started: float, normalize: bool = True) -> LiveStream:
-        """The stream of an admitted request (it takes over the ticket; never raises)."""
+              endpoint: str, started: float, normalize: bool = True,
+              word_timings: bool = False) -> LiveStream:
+        """The stream of an admitted request (it takes over the ticket; never raises).
+        `word_timings`: the client wants them (a cluster's replicas then send each
+        clause's words with its audio)."""
         assert self.loaded is not None  # a ticket is only handed out once loaded
-        chunks = self.loaded.generate(text, voice, params, normalize=normalize)
+        chunks = self.loaded.generate(text, voice, params, normalize=normalize,
+                                      word_timings=word_timings)
         return LiveStream(self, chunks, ticket, endpoint, started,
                           is_text_complete=isinstance(text, str),
                           sample_rate=self.loaded.sample_rate)
@@ -89,6 +93,8 @@ class LiveStream:
         self.ends_clause = False  # the chunk last returned by next() ends a clause
         self.clause_index = 0
         self.word_frames: tuple[tuple[int, int], ...] | None = None  # of that chunk's clause
+        self.clause_words: Any = None  # ... its words, from a cluster replica (AudioChunk)
+        self.restarts_clause = False  # the chunk speaks its clause again (AudioChunk)
 
     async def next(self) -> np.ndarray | None:
         """The next chunk's new samples [N] float32; None at the end. Raises EngineError
@@ -103,6 +109,7 @@ class LiveStream:
             raise
         self.ends_clause, self.clause_index = chunk.ends_clause, chunk.clause_index
         self.word_frames = chunk.word_frames
+        self.clause_words, self.restarts_clause = chunk.clause_words, chunk.restarts_clause
         if self.first_audio_at is None and chunk.samples.numel():
             self.first_audio_at = time.monotonic()
             self.state.metrics.ttfa.labels(self.endpoint).observe(

@@ -254,11 +254,12 @@ class Session:
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return False  # the client is gone
         self.is_speaking = True
+        timeline = utterance.timeline
         stream = self.state.start(utterance.pieces(), self.voice, self.params, ticket,
                                   "websocket", utterance.first_text_at,
-                                  normalize=self.settings.normalize)
+                                  normalize=self.settings.normalize,
+                                  word_timings=timeline is not None)
         started = False
-        timeline = utterance.timeline
         try:
             while (samples := await stream.next()) is not None:
                 if stream.first_audio_at is not None and not started:
@@ -271,7 +272,8 @@ class Session:
                     await self._unstoppable(self._send_audio(utterance, data, encoder.num_samples))
                 if timeline is not None:
                     for event in timeline.add_audio(len(samples), stream.ends_clause,
-                                                    stream.word_frames):
+                                                    stream.word_frames, stream.clause_words,
+                                                    stream.restarts_clause):
                         await self.send({**event, "utterance": utterance.index})
                 if stream.ends_clause:
                     await self.send({"type": "clause.done", "utterance": utterance.index,

@@ -16,16 +16,21 @@ from collections import deque
 from typing import Any
 
 from polyvox.text.pipeline import TextPipeline
-from polyvox.text.words import ClauseWords, WordTracker
+from polyvox.text.words import ClauseWords, ClientWords, WordTracker
 
 
 class WordTimeline:
     """One utterance: its text as it comes in, its audio as it goes out, and the `words`
     events that say when each client word is spoken (times in seconds from the start of
-    the utterance's audio)."""
+    the utterance's audio).
 
-    def __init__(self, pipeline: TextPipeline, sample_rate: int, samples_per_frame: int) -> None:
-        self.tracker = WordTracker(pipeline)
+    With the engine's text pipeline, the timeline splits the text into clauses itself, as
+    the engine does. Without one (a cluster ingress holds no model), each clause's words
+    come with the audio that ends it, from the replica that split the text."""
+
+    def __init__(self, pipeline: TextPipeline | None, sample_rate: int,
+                 samples_per_frame: int) -> None:
+        self.tracker = WordTracker(pipeline) if pipeline is not None else ClientWords()
         self.sample_rate, self.samples_per_frame = sample_rate, samples_per_frame
         self.clauses: deque[ClauseWords] = deque()  # spoken by the engine, audio to come
         self.num_samples = 0  # model-rate samples of the utterance's audio so far
@@ -40,12 +45,22 @@ class WordTimeline:
         self.clauses.extend(self.tracker.flush())
 
     def add_audio(self, num_samples: int, ends_clause: bool,
-                  word_frames: tuple[tuple[int, int], ...] | None) -> list[dict[str, Any]]:
-        """A chunk of audio (model-rate samples); the words of its clause once it ends."""
+                  word_frames: tuple[tuple[int, int], ...] | None,
+                  clause_words: ClauseWords | None = None,
+                  restarts_clause: bool = False) -> list[dict[str, Any]]:
+        """A chunk of audio (model-rate samples); the words of its clause once it ends.
+        `clause_words`: that clause's words, when they come with the audio;
+        `restarts_clause`: the chunk speaks its clause again from the beginning (a stream
+        moved to another replica), so the clause's words are timed from here."""
+        if restarts_clause:
+            self.clause_start = self.num_samples
         self.num_samples += num_samples
-        if not ends_clause or not self.clauses:
+        if clause_words is not None and ends_clause:
+            clause = clause_words
+        elif not ends_clause or not self.clauses:
             return []
-        clause = self.clauses.popleft()
+        else:
+            clause = self.clauses.popleft()
         spans = self._spans(clause, word_frames)
         self.clause_start = self.num_samples
         return self._words(clause, spans)

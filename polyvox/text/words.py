@@ -28,6 +28,7 @@ import re
 from typing import NamedTuple
 
 from polyvox.text.pipeline import TextPipeline
+from polyvox.text.sanitize import TextCleaner
 
 _WORD_START = re.compile(r"(?<!\S)\S")  # a word's first character
 
@@ -40,18 +41,15 @@ class ClauseWords(NamedTuple):
     sources: list[int]  # for each spoken word, the index of the client word it came from
 
 
-class WordTracker:
-    """The client's words of one utterance, and the clauses that speak them."""
+class ClientWords:
+    """The client's words of one utterance: the whitespace-separated runs of its cleaned
+    text. Needs no model: a cluster ingress keeps these while its replicas, which hold
+    the model's clause splitter, say which of them each clause speaks (WordTracker)."""
 
-    def __init__(self, pipeline: TextPipeline) -> None:
-        self.pipeline = pipeline
+    def __init__(self, cleaner: TextCleaner | None = None) -> None:
+        self.cleaner = cleaner or TextCleaner()
         self.text = ""  # the cleaned input so far
         self._word_starts: list[int] = []  # where each client word starts in self.text
-        self._fed = 0  # characters of self.text given to the normalizer
-        self._consumed = 0  # ... of which it has turned into final spoken text
-        self._sources: list[int] = []  # the client word of each non-space spoken char
-        self._num_chars_in_clauses = 0  # non-space spoken chars handed out in clauses
-        self._num_clauses = 0
 
     @property
     def words(self) -> list[str]:
@@ -60,22 +58,49 @@ class WordTracker:
         return [self.text[start:end].strip() for start, end in zip(self._word_starts, ends)]
 
     def feed(self, piece: str) -> list[ClauseWords]:
+        """Add raw text. No clauses: they come from whoever splits the text."""
+        self._add_clean(self.cleaner.feed(piece))
+        return []
+
+    def flush(self) -> list[ClauseWords]:
+        """The end of the utterance."""
+        self._add_clean(self.cleaner.flush())
+        return []
+
+    def _add_clean(self, cleaned: str) -> list[int]:
+        """Append cleaned text; where the words it starts begin."""
+        start = len(self.text)
+        self.text += cleaned
+        new_starts = [m.start() for m in _WORD_START.finditer(self.text, start)]
+        self._word_starts += new_starts
+        return new_starts
+
+
+class WordTracker(ClientWords):
+    """The client's words of one utterance, and the clauses that speak them."""
+
+    def __init__(self, pipeline: TextPipeline) -> None:
+        super().__init__(pipeline.cleaner)
+        self.pipeline = pipeline
+        self._fed = 0  # characters of self.text given to the normalizer
+        self._consumed = 0  # ... of which it has turned into final spoken text
+        self._sources: list[int] = []  # the client word of each non-space spoken char
+        self._num_chars_in_clauses = 0  # non-space spoken chars handed out in clauses
+        self._num_clauses = 0
+
+    def feed(self, piece: str) -> list[ClauseWords]:
         """Add raw text; the clauses it completed (as the engine's pipeline gives them)."""
-        cleaned = self.pipeline.cleaner.feed(piece)
-        return self._feed_clean(cleaned)
+        return self._feed_clean(self.cleaner.feed(piece))
 
     def flush(self) -> list[ClauseWords]:
         """The end of the utterance: the remaining clauses."""
-        clauses = self._feed_clean(self.pipeline.cleaner.flush())
+        clauses = self._feed_clean(self.cleaner.flush())
         spoken = self.pipeline.normalizer.flush()
         clauses += self._clauses(self._segment(spoken, len(self.text)))
         return clauses + [self._clause(text) for text in self.pipeline.splitter.flush()]
 
     def _feed_clean(self, cleaned: str) -> list[ClauseWords]:
-        start = len(self.text)
-        self.text += cleaned
-        new_starts = [m.start() for m in _WORD_START.finditer(self.text, start)]
-        self._word_starts += new_starts
+        new_starts = self._add_clean(cleaned)
         clauses: list[ClauseWords] = []
         # One word at a time, so that each spoken segment maps to few input words.
         for end in [*new_starts, len(self.text)]:

@@ -46,12 +46,16 @@ def test_openai_sdk_streams_speech_through_the_ingress(pocket_cluster: Server) -
 
 
 def test_websocket_streams_text_in_and_audio_out(pocket_cluster: Server) -> None:
-    async def session() -> tuple[int, list[str]]:
+    """... with word timings: each client word once, in order, on the audio's timeline
+    (the replica says which words each clause speaks; the ingress times them)."""
+    pieces = ("Text arrives ", "in pieces, ", "and audio leaves. ")
+
+    async def session() -> tuple[int, list[dict]]:
         num_bytes, events = 0, []
         async with websockets.connect(pocket_cluster.ws_url) as ws:
             await ws.send(json.dumps({"type": "configure", "model": "tts-1", "voice": "alloy",
-                                      "format": "pcm"}))
-            for piece in ("Text arrives ", "in pieces, ", "and audio leaves. "):
+                                      "format": "pcm", "word_timings": True}))
+            for piece in pieces:
                 await ws.send(json.dumps({"type": "text", "text": piece}))
             await ws.send(json.dumps({"type": "flush"}))
             await ws.send(json.dumps({"type": "end"}))
@@ -59,13 +63,19 @@ def test_websocket_streams_text_in_and_audio_out(pocket_cluster: Server) -> None
                 if isinstance(message, bytes):
                     num_bytes += len(message)
                 else:
-                    events.append(json.loads(message)["type"])
+                    events.append(json.loads(message))
         return num_bytes, events
 
     num_bytes, events = asyncio.run(session())
-    assert "error" not in events, events
-    assert events[0] == "configured" and "utterance.done" in events and events[-1] == "done"
+    kinds = [event["type"] for event in events]
+    assert "error" not in kinds, events
+    assert kinds[0] == "configured" and "utterance.done" in kinds and kinds[-1] == "done"
     assert num_bytes > SAMPLE_RATE // 2  # more than a quarter second of 16-bit audio
+    words = [w for e in events if e["type"] == "words" for w in e["words"]]
+    assert [w["word"] for w in words] == "".join(pieces).split()
+    assert all(a["end"] <= b["start"] + 1e-4 for a, b in zip(words, words[1:]))
+    seconds = num_bytes / 2 / events[0]["sample_rate"]
+    assert words[0]["end"] > 0 and abs(words[-1]["end"] - seconds) < 0.1
 
 
 def test_a_voice_added_once_is_used_on_both_replicas(pocket_cluster: Server) -> None:

@@ -46,7 +46,8 @@ def test_a_replica_that_has_not_reported_is_ready_with_room_for_one() -> None:
 
 def ingress(*views: ReplicaView) -> ClusterServed:
     served = ClusterServed(handle=None, deployment="test", info={
-        "model": "m", "sample_rate": 24000, "supports_voice_cloning": True})
+        "model": "m", "sample_rate": 24000, "samples_per_frame": 1920,
+        "supports_voice_cloning": True})
     served.replicas = {view.replica_id: view for view in views}
     return served
 

@@ -92,17 +92,19 @@ def test_a_killed_replica_loses_no_clause(piper_cluster: tuple[Server, list]) ->
 
 def test_a_killed_replica_loses_no_clause_of_streamed_text(
         piper_cluster: tuple[Server, list]) -> None:
-    """The WebSocket: text still arriving when the replica dies goes on to the next one."""
+    """The WebSocket: text still arriving when the replica dies goes on to the next one,
+    and its word timings still give every client word once, in order, on the audio's
+    timeline (the clause cut mid-way is timed from its restart)."""
     server, _ = piper_cluster
     wait_for(server, lambda s: len(s["replicas"]) == 2 and all(
         r["state"] == "ready" for r in s["replicas"]), timeout=90)
     before = cluster(server)["failovers"]
 
-    async def session() -> tuple[bytes, list[str], dict | None]:
+    async def session() -> tuple[bytes, list[dict], dict | None]:
         audio, events, victim = bytearray(), [], None
         async with websockets.connect(server.ws_url) as ws:
-            await ws.send(json.dumps({"type": "configure", "model": "tts-1",
-                                      "voice": "alloy", "format": "pcm"}))
+            await ws.send(json.dumps({"type": "configure", "model": "tts-1", "voice": "alloy",
+                                      "format": "pcm", "word_timings": True}))
             for city in CITIES[:3]:
                 await ws.send(json.dumps({"type": "text",
                                           "text": f"The next parcel is going to {city}. "}))
@@ -118,14 +120,23 @@ def test_a_killed_replica_loses_no_clause_of_streamed_text(
                         await ws.send(json.dumps({"type": "flush"}))
                         await ws.send(json.dumps({"type": "end"}))
                 else:
-                    events.append(json.loads(message)["type"])
+                    events.append(json.loads(message))
         return bytes(audio), events, victim
 
     audio_bytes, events, victim = asyncio.run(session())
-    assert victim is not None and "error" not in events, events
-    assert events[-1] == "done"
+    kinds = [event["type"] for event in events]
+    assert victim is not None and "error" not in kinds, events
+    assert kinds[-1] == "done"
+    words = [w for e in events if e["type"] == "words" for w in e["words"]]
+    sent = " ".join(f"The next parcel is going to {city}." for city in CITIES).split()
+    assert [w["word"] for w in words] == sent
+    assert [w["index"] for w in words] == list(range(len(sent)))
+    assert all(a["end"] <= b["start"] + 1e-4 and b["end"] >= b["start"]
+               for a, b in zip(words, words[1:]))
+    rate = events[0]["sample_rate"]  # the WebSocket's pcm: 24 kHz
+    assert abs(words[-1]["end"] - len(audio_bytes) / 2 / rate) < 0.1
     audio = np.frombuffer(audio_bytes, dtype="<i2").astype(np.float32) / 32768
-    transcript = Transcriber(threads=2).transcribe(audio, PIPER_RATE).lower()
+    transcript = Transcriber(threads=2).transcribe(audio, rate).lower()
     counts = {city: transcript.count(city.lower()) for city in CITIES}
     assert all(count == 1 for count in counts.values()), (counts, transcript)
     assert cluster(server)["failovers"] == before + 1

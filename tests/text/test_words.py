@@ -54,3 +54,38 @@ def test_each_spoken_word_finds_its_client_word() -> None:
     assert [w for w, s in pairs if s == "$1,249.50"] == [
         "one", "thousand", "two", "hundred", "forty-nine", "dollars", "and", "fifty", "cents"]
     assert ("It", "It") in pairs and ("really.", "really.") in pairs
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_timeline_given_each_clauses_words_equals_one_that_splits_itself(text: str) -> None:
+    """A cluster ingress holds no model: it keeps the client's words, and each clause's
+    words arrive with the audio that ends it (from the replica's WordTracker). Its events
+    equal those of a timeline that splits the text itself, and a clause restarted on
+    another replica is timed from its restart."""
+    from polyvox.server.word_timings import WordTimeline
+
+    local = WordTimeline(_pipeline(), 1000, 10)
+    remote = WordTimeline(None, 1000, 10)
+    _, clauses = _track(text, seed=3)  # the replica's split, fed in other pieces
+    for timeline in (local, remote):
+        for start in range(0, len(text), 5):
+            timeline.add_text(text[start: start + 5])
+        timeline.end_text()
+    local_events: list = []
+    remote_events: list = []
+    for clause in clauses:
+        for size, ends in ((300, False), (200 + 10 * clause.index, True)):
+            local_events += local.add_audio(size, ends, None)
+            remote_events += remote.add_audio(size, ends, None, clause if ends else None)
+    assert remote_events == local_events and local_events
+    assert local.finish() == remote.finish()
+    words = [w for event in local_events for w in event["words"]]
+    assert [w["index"] for w in words] == list(range(len(words)))
+
+    restarted = WordTimeline(None, 1000, 10)
+    restarted.add_text(text)
+    restarted.end_text()
+    restarted.add_audio(700, False, None)  # clause 0 cut after 0.7 s ...
+    events = restarted.add_audio(400, True, None, clauses[0], restarts_clause=True)
+    first = events[0]["words"]
+    assert first[0]["start"] == 0.7 and first[-1]["end"] == 1.1  # ... and spoken again
