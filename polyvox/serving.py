@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import AsyncIterator
@@ -133,14 +134,18 @@ def load_served(model: str, weights: str | None = None, tokenizer: str | None = 
                 seed: int = 0, precision: str = "float32",
                 startup: StartupTimes | None = None) -> Served:
     """Load a model by name and put an engine around it, with its default voice; the
-    seconds of each ("model", "kernels": the compiled CPU kernels of autoregressive
-    families, "engine") go to `startup` when given."""
+    seconds of each ("files read", "weights placed", "kernels": the compiled CPU kernels
+    of autoregressive families, "engine") go to `startup` when given."""
     from polyvox.models.registry import load_model
 
     startup = startup or StartupTimes()
-    with startup.measure("model"):
+    began = time.perf_counter()
+    startup.add("files read", 0.0)  # listed even for a model with no files (random weights)
+    with startup.collecting():  # the loader times its "files read"
         family = load_model(model, weights=weights, tokenizer=tokenizer, seed=seed,
                             device=device, precision=precision)
+    startup.add("weights placed",
+                time.perf_counter() - began - startup.phases.get("files read", 0.0))
     if device == "cpu" and family.traits.is_autoregressive:
         from polyvox.models.layers import cpu_kernels
 

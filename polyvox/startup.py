@@ -3,8 +3,11 @@
 start).
 
 Phases of a server's start, in order:
-    process   interpreter start, imports and setup, until the model starts loading
-    model     weights read and placed (precision, prepacking)
+    process   interpreter start and Python imports, until the model starts loading
+    files read      the model's files into memory (weights memory-mapped: into the page
+                    cache, whose pages replicas on one machine share)
+    weights placed  modules built, weights put in them (precision, prepacking), onnx
+                    sessions made: the rest of loading the model
     kernels   the compiled CPU kernels (autoregressive families on CPU): built once per
               machine and torch version (polyvox prefetch), loaded afterwards
     engine    the engine built around it (KV cache, decoder slots; CUDA graphs captured)
@@ -20,6 +23,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 
 def seconds_since_process_start() -> float | None:
@@ -52,6 +56,15 @@ class StartupTimes:
         finally:
             self.add(name, time.perf_counter() - began)
 
+    @contextmanager
+    def collecting(self) -> Iterator[None]:
+        """Parts of the code run inside (a model's loader) add their `startup_part`s here."""
+        token = _COLLECTING.set(self)
+        try:
+            yield
+        finally:
+            _COLLECTING.reset(token)
+
     @property
     def total(self) -> float:
         return sum(self.phases.values())
@@ -60,3 +73,18 @@ class StartupTimes:
         """One line: 'ready in 3.2 s (process 1.1 s, model 0.9 s, ...)'."""
         parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
         return f"ready in {self.total:.1f} s ({parts})"
+
+
+_COLLECTING: ContextVar[StartupTimes | None] = ContextVar("polyvox_startup", default=None)
+
+
+@contextmanager
+def startup_part(name: str) -> Iterator[None]:
+    """Time a part of a start (e.g. "files read" inside a model's loader) into the
+    StartupTimes that is collecting, if any: a no-op outside a start."""
+    times = _COLLECTING.get()
+    if times is None:
+        yield
+    else:
+        with times.measure(name):
+            yield

@@ -198,7 +198,10 @@ def read_student_weights(flow_lm: FlowLM, weights: str | Path,
     missing, unexpected or misshapen key). Keys starting with a `keep_missing` prefix
     may be absent from the file: they keep the model's values (a student that gained a
     module since the export, e.g. `prior_proj`, zero at init)."""
-    tensors = safetensors.torch.load_file(str(weights))
+    from polyvox.startup import startup_part
+
+    with startup_part("files read"):
+        tensors = safetensors.torch.load_file(str(weights))
     unprefixed = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()
                   if name.startswith(PREFIX)}
     if len(unprefixed) != len(tensors):

@@ -49,7 +49,10 @@ class VitsGraph:
 
 def load_vits_graph(path: str) -> VitsGraph:
     """Load a Piper voice's ONNX file and replace its noise nodes by explicit inputs."""
-    model = onnx.load(path)
+    from polyvox.startup import startup_part
+
+    with startup_part("files read"):
+        model = onnx.load(path)
     graph = model.graph
     ceils = [n for n in graph.node if n.op_type == "Ceil"]
     if len(ceils) != 1 or len(graph.output) != 1:

@@ -8,6 +8,8 @@ error names the first offending key.
 
 from __future__ import annotations
 
+import json
+import struct
 from pathlib import Path
 
 import safetensors.torch
@@ -15,14 +17,23 @@ import torch
 from torch import nn
 
 from polyvox.models.pocket.config import PocketConfig
+from polyvox.startup import startup_part
+
+# safetensors' dtype names -> torch dtypes (those a Pocket checkpoint may hold)
+_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+           "F64": torch.float64, "I64": torch.int64, "I32": torch.int32, "I16": torch.int16,
+           "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
 
 
 class WeightsError(ValueError):
     """A checkpoint that does not fit the model, or one that cannot be found."""
 
 
-def load_strict(model: nn.Module, tensors: dict[str, torch.Tensor], source: str) -> None:
-    """Copy `tensors` into `model`, demanding an exact match of keys and shapes."""
+def load_strict(model: nn.Module, tensors: dict[str, torch.Tensor], source: str,
+                assign: bool = False) -> None:
+    """Copy `tensors` into `model`, demanding an exact match of keys and shapes.
+    `assign`: the model takes the tensors themselves where their dtype is the model's
+    (memory-mapped weights stay mapped), copies of the others."""
     expected = model.state_dict()
     for key in sorted(expected):
         if key not in tensors:
@@ -38,15 +49,52 @@ def load_strict(model: nn.Module, tensors: dict[str, torch.Tensor], source: str)
                 f"expects {tuple(expected[key].shape)} (pick the matching --model)"
             )
     converted = {key: value.to(expected[key].dtype) for key, value in tensors.items()}
-    model.load_state_dict(converted, strict=True)
+    model.load_state_dict(converted, strict=True, assign=assign)
 
 
-def load_checkpoint(model: nn.Module, path: Path) -> None:
+def map_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file, memory-mapped (copy-on-write, never written
+    back): nothing is read until used, and processes on one machine that map the same
+    file share its pages in the page cache. A tensor whose bytes are not aligned to its
+    element size (the format allows it) is copied instead."""
+    with open(path, "rb") as file:
+        (header_size,) = struct.unpack("<Q", file.read(8))
+        header = json.loads(file.read(header_size))
+        # The bytes go to the page cache now (the mapping then shares those pages), so
+        # reading the files is its own phase of a start, not spread over the first uses.
+        block = bytearray(16 << 20)
+        while file.readinto(block):
+            pass
+    size = path.stat().st_size
+    storage = torch.UntypedStorage.from_file(str(path), shared=False, nbytes=size)
+    start = 8 + header_size
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        dtype, shape = _DTYPES[entry["dtype"]], entry["shape"]
+        begin, end = (start + offset for offset in entry["data_offsets"])
+        if end > size:
+            raise ValueError(f"tensor {name!r} runs past the end of the file")
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        flat = torch.empty(0, dtype=dtype)
+        if begin % itemsize:  # unaligned: a copy of its bytes
+            raw = torch.empty(0, dtype=torch.uint8).set_(storage, begin, (end - begin,))
+            tensors[name] = raw.clone().view(dtype).reshape(shape)
+            continue
+        tensors[name] = flat.set_(storage, begin // itemsize, tuple(shape))
+    return tensors
+
+
+def load_checkpoint(model: nn.Module, path: Path, mmap: bool = True) -> None:
+    """Load a checkpoint strictly; `mmap` (the default): its tensors are memory-mapped
+    and the model takes them as they are where their dtype is the model's."""
     try:
-        tensors = safetensors.torch.load_file(str(path))
-    except Exception as error:  # safetensors raises its own error types
+        with startup_part("files read"):
+            tensors = map_safetensors(path) if mmap else safetensors.torch.load_file(str(path))
+    except Exception as error:  # safetensors and json raise their own error types
         raise WeightsError(f"{path}: not a readable safetensors file ({error})") from None
-    load_strict(model, tensors, str(path))
+    load_strict(model, tensors, str(path), assign=mmap)
 
 
 def split_hf_uri(uri: str) -> tuple[str, str, str | None]:

@@ -107,3 +107,58 @@ def test_random_init_is_seeded() -> None:
 def test_without_weights_the_model_is_marked_random(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     assert load_pocket("english_2m").is_random
+
+
+def test_mapped_checkpoint_is_the_file_and_the_model_keeps_it_mapped(checkpoint) -> None:
+    """Weights are memory-mapped: every float32 weight of the loaded model lies in one
+    mapping of the file (replicas on a machine share its pages), and equals the file."""
+    from polyvox.models.pocket.weights import load_checkpoint, map_safetensors
+
+    path, tensors = checkpoint
+    mapped = map_safetensors(path)
+    assert mapped.keys() == tensors.keys()
+    for key, value in mapped.items():
+        assert value.dtype == tensors[key].dtype and torch.equal(value, tensors[key]), key
+    modules = PocketModules(get_config("english_2m"))
+    load_checkpoint(modules, path)
+    storages = {p.untyped_storage().data_ptr() for p in modules.parameters()}
+    assert len(storages) == 1  # one mapping, not one copy per tensor
+    (storage,) = {p.untyped_storage().nbytes() for p in modules.parameters()}
+    assert storage == path.stat().st_size
+    copied = PocketModules(get_config("english_2m"))
+    load_checkpoint(copied, path, mmap=False)
+    for (name, a), b in zip(modules.state_dict().items(), copied.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_mapping_reads_every_dtype_and_unaligned_tensors(tmp_path: Path) -> None:
+    import json
+    import struct
+
+    from polyvox.models.pocket.weights import map_safetensors
+
+    tensors = {"half": torch.arange(3, dtype=torch.float16),
+               "single": torch.linspace(-1, 1, 6).reshape(2, 3),
+               "brain": torch.ones(2, dtype=torch.bfloat16), "index": torch.arange(2),
+               "flag": torch.tensor([True, False])}
+    aligned = tmp_path / "aligned.safetensors"
+    safetensors.torch.save_file(tensors, str(aligned))
+    for key, value in map_safetensors(aligned).items():
+        assert value.dtype == tensors[key].dtype and torch.equal(value, tensors[key]), key
+    # by hand: the float32 tensor starts 6 bytes in (after 3 halves), off its alignment
+    data = tensors["half"].numpy().tobytes() + tensors["single"].numpy().tobytes()
+    header = json.dumps({"half": {"dtype": "F16", "shape": [3], "data_offsets": [0, 6]},
+                         "single": {"dtype": "F32", "shape": [2, 3],
+                                    "data_offsets": [6, 30]}}).encode()
+    header += b" " * (-len(header) % 8)
+    unaligned = tmp_path / "unaligned.safetensors"
+    unaligned.write_bytes(struct.pack("<Q", len(header)) + header + data)
+    read = map_safetensors(unaligned)
+    assert torch.equal(read["single"], tensors["single"]) and torch.equal(read["half"],
+                                                                         tensors["half"])
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+    from polyvox.models.pocket.weights import load_checkpoint
+
+    with pytest.raises(WeightsError, match="not a readable safetensors file"):
+        load_checkpoint(PocketModules(get_config("english_2m")), broken)
