@@ -15,6 +15,7 @@ from polyvox.models.pocket.local_tokenizer import train_local_tokenizer
 from polyvox.models.pocket.model import PocketModules, PocketTTS
 from polyvox.models.pocket.text import Tokenizer
 from polyvox.models.pocket.weights import (
+    WeightsError,
     from_hf_cache,
     load_checkpoint,
     random_init,
@@ -76,14 +77,20 @@ def load_pocket(
     """A ready PocketTTS. Without weights (none given, none cached) the model gets seeded
     random weights and a locally trained tokenizer: it runs, but speaks noise."""
     cfg = get_config(config) if isinstance(config, str) else config
-    modules = PocketModules(cfg)
     weights_file = resolve_weights(weights, cfg)
     if weights_file is None:
+        modules = PocketModules(cfg)
         random_init(modules, seed)
         logger.warning("no weights for %s: using random weights (seed %d), audio will be noise",
                        cfg.name, seed)
     else:
+        # Built without memory (meta tensors) and given the checkpoint's tensors, memory-
+        # mapped: no initialization the weights would overwrite (~0.5 s for english),
+        # no copy of them (load_checkpoint).
+        with torch.device("meta"):
+            modules = PocketModules(cfg)
         load_checkpoint(modules, weights_file)
+        _check_materialized(modules, weights_file)
     table = cfg.flow_lm.lookup_table
     tokenizer_file = resolve_tokenizer(cfg, tokenizer, weights_file)
     if tokenizer_file is None:
@@ -96,3 +103,15 @@ def load_pocket(
     tok = Tokenizer(tokenizer_file, table.tokenizer, table.n_bins)
     modules.to(device)
     return PocketTTS(cfg, modules, tok, is_random=weights_file is None)
+
+
+def _check_materialized(modules: torch.nn.Module, source: Path) -> None:
+    """Every tensor of the model came from the checkpoint (none is left on meta)."""
+    for name, tensor in [*modules.named_parameters(), *modules.named_buffers()]:
+        if tensor.is_meta:
+            raise WeightsError(f"{source}: {name} was not loaded")
+    for module_name, module in modules.named_modules():
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and value.is_meta:
+                raise RuntimeError(f"{module_name}.{name} is a tensor the model makes itself: "
+                                   "build it in load_pocket after loading the checkpoint")

@@ -87,14 +87,15 @@ def map_safetensors(path: Path) -> dict[str, torch.Tensor]:
 
 
 def load_checkpoint(model: nn.Module, path: Path, mmap: bool = True) -> None:
-    """Load a checkpoint strictly; `mmap` (the default): its tensors are memory-mapped
-    and the model takes them as they are where their dtype is the model's."""
+    """Load a checkpoint strictly. The model takes the file's tensors themselves where
+    their dtype is the model's (so a model built on the meta device works); `mmap` (the
+    default): those tensors are memory-mapped, else read by safetensors."""
     try:
         with startup_part("files read"):
             tensors = map_safetensors(path) if mmap else safetensors.torch.load_file(str(path))
     except Exception as error:  # safetensors and json raise their own error types
         raise WeightsError(f"{path}: not a readable safetensors file ({error})") from None
-    load_strict(model, tensors, str(path), assign=mmap)
+    load_strict(model, tensors, str(path), assign=True)
 
 
 def split_hf_uri(uri: str) -> tuple[str, str, str | None]:
