@@ -134,11 +134,13 @@ def load_served(model: str, weights: str | None = None, tokenizer: str | None = 
                 seed: int = 0, precision: str = "float32",
                 startup: StartupTimes | None = None) -> Served:
     """Load a model by name and put an engine around it, with its default voice; the
-    seconds of each ("files read", "weights placed", "kernels": the compiled CPU kernels
-    of autoregressive families, "engine") go to `startup` when given."""
-    from polyvox.models.registry import load_model
+    seconds of each ("imports", "files read", "weights placed", "kernels": the compiled
+    CPU kernels of autoregressive families, "engine") go to `startup` when given."""
+    from polyvox.models.registry import import_model_code, load_model
 
     startup = startup or StartupTimes()
+    with startup.measure("imports"):  # the model's own code (onnx, onnxruntime, ...)
+        import_model_code(model)
     began = time.perf_counter()
     startup.add("files read", 0.0)  # listed even for a model with no files (random weights)
     with startup.collecting():  # the loader times its "files read"

@@ -3,7 +3,9 @@
 start).
 
 Phases of a server's start, in order:
-    process   interpreter start and Python imports, until the model starts loading
+    process   interpreter start and the server's imports (torch among them), until the
+              model starts loading
+    imports   the model's own code (Piper: onnx, onnxruntime, the phonemizer)
     files read      the model's files into memory (weights memory-mapped: into the page
                     cache, whose pages replicas on one machine share)
     weights placed  modules built, weights put in them (precision, prepacking), onnx

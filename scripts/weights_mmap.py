@@ -4,9 +4,12 @@
 
 Exports the model's seeded random weights to a safetensors file (this box has no real
 ones; the loader cannot tell the difference), then loads it in fresh processes,
-alternating mapped and copied, each loading the model exactly as `polyvox serve` does
-(load_model: precision float32, linear weights prepacked). Each process reports its
-"files read" and "weights placed" seconds and its memory once loaded (from
+alternating "mapped" (the loader: modules built on meta, given the mapped tensors) and
+"copied" (the loader before: modules allocated and initialized, the file read by
+safetensors, copied in), each loading the model as `polyvox serve` does (load_model:
+precision float32, linear weights prepacked). Each process reports its
+"files read" and "weights placed" seconds and its memory once loaded and every weight
+read once, as serving does (from
 /proc/self/smaps_rollup): resident (RSS) and anonymous (the process's own pages, not
 backed by a file). The mapped file's pages are the page cache's, which every replica on
 the machine shares, so the anonymous memory is what each replica adds. Medians and
@@ -30,14 +33,28 @@ from polyvox.models.pocket import weights
 from polyvox.models.registry import load_model
 from polyvox.startup import StartupTimes
 
-mmap = sys.argv[3] == "mapped"
-original = weights.load_checkpoint
-loader.load_checkpoint = lambda model, path: original(model, path, mmap=mmap)
+import safetensors.torch
+
+def read_and_copy(model, path):
+    # the loader before mapping: modules allocated and initialized, the file read by
+    # safetensors, its tensors copied into them
+    model.to_empty(device="cpu")
+    for module in model.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    with weights.startup_part("files read"):
+        tensors = safetensors.torch.load_file(str(path))
+    weights.load_strict(model, tensors, str(path), assign=False)
+
+if sys.argv[3] == "copied":
+    loader.load_checkpoint = read_and_copy
 times = StartupTimes()
 began = time.perf_counter()
 with times.collecting():
-    load_model("pocket/" + sys.argv[4], weights=sys.argv[1], tokenizer=sys.argv[2])
+    family = load_model("pocket/" + sys.argv[4], weights=sys.argv[1], tokenizer=sys.argv[2])
 total = time.perf_counter() - began
+for tensor in family.modules.state_dict().values():  # serving reads every weight
+    float(tensor.float().sum())
 memory = {}
 with open("/proc/self/smaps_rollup") as rollup:
     for line in rollup:
@@ -67,7 +84,7 @@ def main() -> None:
         random_init(modules, 0)
         safetensors.torch.save_file({k: v.contiguous() for k, v in modules.state_dict().items()},
                                     str(path))
-        tokenizer = train_local_tokenizer()
+        tokenizer = train_local_tokenizer(kind=get_config(args.model).flow_lm.lookup_table.tokenizer)
         print(f"{args.model}: {path.stat().st_size / 2**20:.0f} MiB of weights")
         results: dict[str, list[dict]] = {"mapped": [], "copied": []}
         for _ in range(args.runs):

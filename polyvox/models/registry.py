@@ -67,6 +67,23 @@ def check_device(device: str) -> None:
         raise ValueError(f"device {device!r} is not supported: use cpu or cuda")
 
 
+def import_model_code(name: str) -> None:
+    """Import what loading `name` needs (onnx, onnxruntime, the phonemizer: ~1 s for
+    Piper), so that a start can time the imports apart from the loading. Unknown names
+    import nothing (loading them raises the error)."""
+    if name == "pocket/joe-ar":
+        import polyvox.models.joe_ar.family  # noqa: F401
+    if name == "pocket/joe-ar" or name == "piper/joe" or name.startswith("piper:"):
+        try:
+            import polyvox.models.piper.family  # noqa: F401
+            import polyvox.models.piper.model  # noqa: F401
+            import polyvox.models.piper.onnx_graph  # noqa: F401
+        except ImportError:
+            pass  # loading says what is missing
+    elif name.startswith(("pocket/", "pocket:")):
+        import polyvox.models.pocket.loader  # noqa: F401
+
+
 def _load(name: str, weights: str | None, tokenizer: str | None, seed: int,
           device: str) -> Any:
     if name == "pocket/joe-ar":

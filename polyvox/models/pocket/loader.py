@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,6 @@ from polyvox.models.pocket.local_tokenizer import train_local_tokenizer
 from polyvox.models.pocket.model import PocketModules, PocketTTS
 from polyvox.models.pocket.text import Tokenizer
 from polyvox.models.pocket.weights import (
-    WeightsError,
     from_hf_cache,
     load_checkpoint,
     random_init,
@@ -84,13 +85,13 @@ def load_pocket(
         logger.warning("no weights for %s: using random weights (seed %d), audio will be noise",
                        cfg.name, seed)
     else:
-        # Built without memory (meta tensors) and given the checkpoint's tensors, memory-
-        # mapped: no initialization the weights would overwrite (~0.5 s for english),
-        # no copy of them (load_checkpoint).
-        with torch.device("meta"):
+        # Built uninitialized (its weights' memory is never touched, so never resident)
+        # and given the checkpoint's tensors, memory-mapped: no initialization the
+        # weights would overwrite (~0.5 s for english), no copy of them (load_checkpoint).
+        # NOTE: not on the meta device: torch's meta kernels import torch._dynamo (~1.2 s).
+        with _no_initialization():
             modules = PocketModules(cfg)
         load_checkpoint(modules, weights_file)
-        _check_materialized(modules, weights_file)
     table = cfg.flow_lm.lookup_table
     tokenizer_file = resolve_tokenizer(cfg, tokenizer, weights_file)
     if tokenizer_file is None:
@@ -105,13 +106,19 @@ def load_pocket(
     return PocketTTS(cfg, modules, tok, is_random=weights_file is None)
 
 
-def _check_materialized(modules: torch.nn.Module, source: Path) -> None:
-    """Every tensor of the model came from the checkpoint (none is left on meta)."""
-    for name, tensor in [*modules.named_parameters(), *modules.named_buffers()]:
-        if tensor.is_meta:
-            raise WeightsError(f"{source}: {name} was not loaded")
-    for module_name, module in modules.named_modules():
-        for name, value in vars(module).items():
-            if isinstance(value, torch.Tensor) and value.is_meta:
-                raise RuntimeError(f"{module_name}.{name} is a tensor the model makes itself: "
-                                   "build it in load_pocket after loading the checkpoint")
+@contextlib.contextmanager
+def _no_initialization() -> Iterator[None]:
+    """torch.nn.init's functions do nothing inside: modules keep their weights as
+    allocated (uninitialized), for a checkpoint to replace."""
+    names = [name for name in dir(torch.nn.init)
+             if name.endswith("_") and not name.startswith("_")
+             and callable(getattr(torch.nn.init, name))]
+    saved = {name: getattr(torch.nn.init, name) for name in names}
+    try:
+        for name in names:
+            setattr(torch.nn.init, name, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(torch.nn.init, name, function)
+

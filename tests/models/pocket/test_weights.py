@@ -30,7 +30,7 @@ def test_checkpoint_round_trips(checkpoint) -> None:
     assert not model.is_random
     for key, value in model.modules.state_dict().items():
         assert torch.equal(value, tensors[key]), key
-    # built on meta and given the mapped file: nothing initialized, nothing copied
+    # built uninitialized and given the mapped file: nothing initialized, nothing copied
     assert len({p.untyped_storage().data_ptr() for p in model.modules.parameters()}) == 1
 
 
