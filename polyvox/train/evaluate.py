@@ -65,18 +65,11 @@ def format_comparison(sentences: Sequence[str], teacher: VoiceResult,
 
 def load_run_student(run: Path):
     """A training run's latest checkpoint as a servable student family."""
-    from polyvox.train.checkpoints import export_student, load_checkpoint
     from polyvox.models.joe_ar.family import load_student_family
-    from polyvox.models.joe_ar.network import build_student, config_from_dict
+    from polyvox.train.export import export_run
 
-    state = load_checkpoint(run)
-    if state is None:
-        raise FileNotFoundError(f"no checkpoint in {run}")
-    student = config_from_dict(state["student"])
-    model = build_student(student)
-    model.load_state_dict(state["model"])
-    weights, exported = export_student(model, student, Path(tempfile.mkdtemp()))
-    return load_student_family(exported, weights=weights), int(state["step"])
+    weights, step = export_run(run, Path(tempfile.mkdtemp()))
+    return load_student_family(weights=weights), step
 
 
 def main(argv: list[str] | None = None) -> None:

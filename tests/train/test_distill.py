@@ -209,3 +209,20 @@ def test_init_of_a_paced_student_from_one_without_pace(tiny_config, teacher_data
     with torch.no_grad():
         torch.testing.assert_close(teacher_forcing(new.model.eval(), batch)[1],
                                    teacher_forcing(old.model.eval(), batch)[1])
+
+
+def test_an_exported_run_serves_with_its_own_config(tiny_config, paragraph_data: Path,
+                                                    tmp_path: Path) -> None:
+    """`polyvox train export` of a paced student; loading its weights picks the config
+    beside them, so the pace input is there and speed reaches the model."""
+    from polyvox.models.joe_ar.family import load_student_family
+    from polyvox.train.export import export_run
+
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", speed_input=True)
+    Distiller(config, _config(1), paragraph_data, tmp_path / "run", log=False).train()
+    weights, step = export_run(tmp_path / "run", tmp_path / "export", half=True)
+    assert step == 1
+    family = load_student_family(weights=weights)
+    assert family.student.speed_input and family.student.name == "tiny"
+    plan = family.plan_clause("It came back.", family.make_params(speed=1.25))
+    assert plan.features is not None and plan.features.shape[1] == 193

@@ -289,10 +289,15 @@ class StudentFamily(FlowLMStages):
         return torch.cat(pieces) if pieces else torch.zeros(0)
 
 
-def load_student_family(config: str | Path = DEFAULT_CONFIG, weights: str | Path | None = None,
+def load_student_family(config: str | Path | None = None, weights: str | Path | None = None,
                         seed: int = 0, device: str | torch.device = "cpu") -> StudentFamily:
     """The student with the teacher's phonemizer and HiFi-GAN. Without weights (none given,
-    none named by the config) it gets seeded random weights: it runs, but speaks noise."""
+    none named by the config) it gets seeded random weights: it runs, but speaks noise.
+    Without a config: the one beside the weights (an export's `config.yaml`: a student
+    trained with other inputs, e.g. a pace input), else the shipped one."""
+    if config is None:
+        beside = Path(weights).parent / "config.yaml" if weights is not None else None
+        config = beside if beside is not None and beside.is_file() else DEFAULT_CONFIG
     from polyvox.models.piper.front import PiperFront
     from polyvox.models.piper.hifigan import HiFiGan
     from polyvox.models.piper.onnx_graph import load_vits_graph
