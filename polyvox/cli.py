@@ -45,6 +45,8 @@ def _train(args: argparse.Namespace) -> int:
         from polyvox.train.evaluate import main as step
     elif args.what == "export":
         from polyvox.train.export import main as step
+    elif args.what == "posteval":
+        from polyvox.train.posteval import main as step
     else:
         from polyvox.train.teacher_data import main as step
     step(args.rest)
@@ -91,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(commands)
     add_prefetch_parser(commands)
     train = commands.add_parser("train", help="train our own voices (see docs/distill.md)")
-    train.add_argument("what", choices=["teacher-data", "distill", "evaluate", "export"])
+    train.add_argument("what", choices=["teacher-data", "distill", "evaluate", "export",
+                                          "posteval"])
     train.add_argument("rest", nargs=argparse.REMAINDER, help="options of that step")
     train.set_defaults(func=_train)
     return parser

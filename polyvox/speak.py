@@ -35,9 +35,10 @@ class Speaker:
     @classmethod
     def load(cls, model: str = DEFAULT_MODEL, weights: str | None = None,
              tokenizer: str | None = None, device: str = "cpu", precision: str = "float32",
-             seed: int = 0) -> Speaker:
-        """`seed` seeds random weights (models without a checkpoint), as in `polyvox serve`."""
-        config = EngineConfig(**device_settings(device, "auto", "auto"))
+             seed: int = 0, chaining: str | None = None) -> Speaker:
+        """`seed` seeds random weights (models without a checkpoint), as in `polyvox serve`;
+        `chaining`: the engine's (EngineConfig.chaining; None: the family's preference)."""
+        config = EngineConfig(**device_settings(device, "auto", "auto"), chaining=chaining)
         return cls(load_served(model, weights=weights, tokenizer=tokenizer, config=config,
                                device=device, seed=seed, precision=precision))
 

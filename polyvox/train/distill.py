@@ -85,15 +85,21 @@ class Distiller:
         (its weights and latent statistics; the optimizer starts fresh)."""
         self.student, self.config, self.out, self.log = student, config, Path(out), log
         self.out.mkdir(parents=True, exist_ok=True)
-        target = read_manifest(Path(data))["target"]
+        manifest = read_manifest(Path(data))
+        target = manifest["target"]
         if target != student.teacher_latent:
             raise ValueError(f"{data} holds teacher latents {target!r} but the student "
                              f"generates {student.teacher_latent!r}: make data with "
                              f"--target {student.teacher_latent} or change the config")
         utterances = read_data(Path(data))
-        if student.speed_input is False and any(u.speed != 1.0 for u in utterances):
-            raise ValueError(f"{data} holds speech at several speeds but the student has no "
-                             "speed input: pass --speed-input or use data at speed 1.0")
+        if any(u.speed != 1.0 for u in utterances):
+            if not student.speed_input:
+                raise ValueError(f"{data} holds speech at several speeds but the student has "
+                                 "no speed input: pass --speed-input or use data at speed 1.0")
+            if manifest["speed_label"] != "effective":
+                raise ValueError(f"{data} labels its speeds with the teacher's argument, not "
+                                 "the pace heard: run polyvox train teacher-data --out "
+                                 f"{data} --relabel-speeds first")
         # Every utterance is an example (a paragraph's sentence may precede another as
         # context); one in VALIDATION_EVERY is held out from training.
         self.examples = make_examples(utterances, student.frames_per_step)

@@ -41,6 +41,10 @@ import safetensors.torch
 import torch
 
 from polyvox.models.joe_ar.network import SPEED_RANGE
+
+# The teacher's speed argument is drawn from here; the effective speeds this gives (the
+# labels) span about SPEED_RANGE (docs/distill.md).
+TEACHER_SPEEDS = (0.42, 2.9)
 from polyvox.train.sentences import GENERATOR_VERSION, generate_sentences
 
 TARGETS = ("prior", "z")
@@ -60,9 +64,14 @@ class TeacherDataConfig:
     teacher: str = "en_US-joe-medium"
     target: str = "prior"  # the latent stored: the prior's mean ("prior") or z ("z")
     # Pace (issue 25): this share of the sentences is spoken at a speed drawn log-uniformly
-    # from SPEED_RANGE (the teacher's length scale divided by it), the rest at 1.0.
+    # from TEACHER_SPEEDS (the teacher's length scale divided by it), the rest at 1.0.
+    # Piper's durations follow its speed less than in proportion (each id's frames are
+    # rounded up: at speed 1.5 its audio is 1/1.33 as long, not 1/1.5), so each utterance
+    # is labelled with its effective speed, its length at speed 1 over its length.
     varied_speed_share: float = 0.0
     generator: int = GENERATOR_VERSION  # polyvox.train.sentences grammar version
+    speed_label: str = "effective"  # what an utterance's speed says (see above)
+    teacher_speeds: tuple[float, float] = TEACHER_SPEEDS  # the teacher's speed draws
 
     def __post_init__(self) -> None:
         if self.num_sentences < 1 or self.shard_size < 1:
@@ -84,7 +93,7 @@ class Utterance(NamedTuple):
     durations: torch.Tensor  # [N] int64 frames per id, summing to T
     latents: torch.Tensor  # [T, 192] float16: the prior's mean or z, per the data's target
     text: str  # the sentence (or paragraph) it came from
-    speed: float = 1.0  # the teacher's pace: its length scale was divided by this
+    speed: float = 1.0  # its pace: its length at speed 1 over its length (effective)
     part: int = 0  # which espeak sentence of `text` (a paragraph has several)
 
 
@@ -101,15 +110,27 @@ def sentence_speed(config: TeacherDataConfig, index: int) -> float:
     rng = random.Random(f"speed:{config.seed}:{index}")
     if rng.random() >= config.varied_speed_share:
         return 1.0
-    low, high = SPEED_RANGE
+    low, high = config.teacher_speeds
     return round(math.exp(rng.uniform(math.log(low), math.log(high))), 4)
+
+
+def effective_speed(teacher: PiperModel, ids: list[int], frames: int, noise: bool) -> float:
+    """An utterance's pace: its frames at speed 1 over its `frames` (noise-free teacher:
+    exact; with noise, its duration noise is drawn afresh)."""
+    from polyvox.models.piper.front import Sentence
+
+    generator = torch.Generator().manual_seed(0)
+    (stage1,) = teacher.front.run_stage1([Sentence(ids, teacher.scales(1.0, noise),
+                                                   generator)])
+    return round(int(stage1.durations.sum()) / frames, 4)
 
 
 def teacher_utterances(teacher: PiperModel, text: str, noise: bool,
                        generator: torch.Generator, target: str = "prior",
                        speed: float = 1.0) -> list[Utterance]:
     """Run the teacher over one sentence (or paragraph: one utterance per espeak
-    sentence) at `speed`; `target` picks the latent kept (TARGETS)."""
+    sentence) at `speed` (each utterance labelled with its effective speed);
+    `target` picks the latent kept (TARGETS)."""
     from polyvox.models.piper.front import Sentence
 
     scales = teacher.scales(speed, noise)
@@ -120,8 +141,10 @@ def teacher_utterances(teacher: PiperModel, text: str, noise: bool,
                    else teacher.front.run_flow(stage1))  # [C, T]
         if int(stage1.durations.sum()) != latents.shape[1]:
             raise RuntimeError(f"teacher durations do not sum to its frames for {text!r}")
+        frames = int(stage1.durations.sum())
+        pace = 1.0 if speed == 1.0 else effective_speed(teacher, ids, frames, noise)
         utterances.append(Utterance(torch.tensor(ids), stage1.durations.long(),
-                                    latents.t().half().contiguous(), text, speed, part))
+                                    latents.t().half().contiguous(), text, pace, part))
     return utterances
 
 
@@ -183,20 +206,59 @@ def read_manifest(out: Path) -> dict:
     found.setdefault("target", "z")  # data written before targets existed
     found.setdefault("varied_speed_share", 0.0)  # ... before speeds
     found.setdefault("generator", 1)  # ... before the service grammar
+    found.setdefault("speed_label", "nominal")  # ... before effective speeds
+    found["teacher_speeds"] = list(found.get("teacher_speeds", SPEED_RANGE))
     return found
 
 
 def _check_manifest(out: Path, config: TeacherDataConfig) -> None:
     path = out / MANIFEST
     wanted = asdict(config)
+    wanted["teacher_speeds"] = list(config.teacher_speeds)
     if path.exists():
         found = read_manifest(out)
         for key in ("seed", "shard_size", "noise", "teacher", "target",
-                    "varied_speed_share", "generator"):
+                    "varied_speed_share", "generator", "speed_label", "teacher_speeds"):
             if found.get(key) != wanted[key]:
                 raise ValueError(f"{out} holds data made with {key}={found.get(key)!r}, not "
                                  f"{wanted[key]!r}: use another --out or the same settings")
     path.write_text(json.dumps(wanted, indent=2) + "\n")
+
+
+def relabel_speeds(out: Path, teacher: PiperModel | None = None) -> int:
+    """Data written before effective speeds (speed_label "nominal"): label each utterance
+    with its effective speed (the nominal one kept as `nominal_speeds`), shard by shard,
+    each rewritten atomically; a rerun skips what is done. Returns utterances relabelled."""
+    manifest = read_manifest(out)
+    if manifest["noise"]:
+        raise ValueError("relabelling needs noise-free data (its durations at speed 1 are "
+                         "then exact)")
+    count = 0
+    for path in sorted(Path(out).glob("shard-*.safetensors")):
+        with safetensors.safe_open(str(path), "pt") as handle:
+            metadata = handle.metadata()
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+        if "nominal_speeds" in tensors or "speeds" not in tensors:
+            continue
+        if teacher is None:
+            from polyvox.models.piper.model import PiperModel
+
+            teacher = PiperModel.load(num_threads=1)
+        offsets, frames = tensors["id_offsets"].tolist(), tensors["frame_offsets"].tolist()
+        nominal = tensors["speeds"].clone()
+        effective = nominal.clone()
+        for i, speed in enumerate(nominal.tolist()):
+            if speed != 1.0:
+                ids = tensors["ids"][offsets[i]: offsets[i + 1]].long().tolist()
+                effective[i] = effective_speed(teacher, ids, frames[i + 1] - frames[i], False)
+                count += 1
+        tensors["speeds"], tensors["nominal_speeds"] = effective, nominal
+        temporary = path.with_suffix(".tmp")
+        safetensors.torch.save_file(tensors, str(temporary), metadata=metadata)
+        temporary.rename(path)
+    manifest["speed_label"] = "effective"
+    (Path(out) / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return count
 
 
 def generate(out: Path, config: TeacherDataConfig, teacher: PiperModel | None = None,
@@ -235,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run the Piper teacher over generated "
                                                  "sentences and store its latents.")
     parser.add_argument("--out", type=Path, required=True, help="data directory")
-    parser.add_argument("--sentences", type=int, required=True, help="number of sentences")
+    parser.add_argument("--sentences", type=int, help="number of sentences (items)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shard-size", type=int, default=256)
     parser.add_argument("--noise", action="store_true",
@@ -245,13 +307,22 @@ def main(argv: list[str] | None = None) -> None:
                              "the teacher's flow) or z (HiFi-GAN's input)")
     parser.add_argument("--varied-speed", type=float, default=0.0, metavar="SHARE",
                         help="share of sentences spoken at a random speed in "
-                             f"{SPEED_RANGE[0]}-{SPEED_RANGE[1]} (log-uniform); the rest at 1.0")
+                             f"{TEACHER_SPEEDS[0]}-{TEACHER_SPEEDS[1]} (log-uniform; each utterance "
+                             "labelled with its effective speed); the rest at 1.0")
     parser.add_argument("--generator", type=int, default=GENERATOR_VERSION, choices=(1, 2),
                         help="sentence grammar: 1 (joe-ar's first data), 2 (+ customer "
                              "service and paragraphs)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--relabel-speeds", action="store_true",
+                        help="label the utterances of data made before effective speeds "
+                             "with theirs (nothing else is generated)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.relabel_speeds:
+        print(f"{relabel_speeds(args.out)} utterances relabelled")
+        return
+    if args.sentences is None:
+        parser.error("--sentences is required")
     config = TeacherDataConfig(args.sentences, args.seed, args.shard_size, args.noise,
                                target=args.target, varied_speed_share=args.varied_speed,
                                generator=args.generator)

@@ -177,7 +177,8 @@ def test_a_paragraphs_sentences_are_chained_after_the_one_before(
     distiller = Distiller(config, _config(2, paragraph_chain_probability=1.0), paragraph_data,
                           tmp_path, log=False)
     assert [e.previous for e in distiller.examples] == [-1, 0, 1, -1]
-    assert [e.speed for e in distiller.examples] == [1.5, 1.5, 1.5, 0.8]
+    speeds = [e.speed for e in distiller.examples]  # effective: the pace heard
+    assert all(1.25 < speed < 1.5 for speed in speeds[:3]) and 0.8 < speeds[3] < 0.95
     items = [item for batch in distiller._epoch_plan(0) for item in batch]
     prefixes = {item.clause: item.prefix for item in items}
     # utterance 1 is held out (one in VALIDATION_EVERY); 2 follows it, 0 and 3 start texts
