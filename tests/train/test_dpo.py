@@ -92,3 +92,45 @@ def test_pairs_are_the_best_and_the_worst_if_they_differ_enough(models) -> None:
     assert pair.margin == pytest.approx(0.8)
     assert make_pairs(list(zip(clauses, [0.5, 0.52, 0.51, 0.5]))) is None
     assert make_pairs([(clauses[0], 1.0)]) is None
+
+
+def test_a_dpo_run_collects_pairs_trains_resumes_and_exports(tiny_config, teacher,
+                                                            tmp_path) -> None:
+    """End to end on a tiny paced student (random weights: noise, but real rollouts,
+    real whisper, real rewards): pairs written per file with every clause's reward terms,
+    steps logged, a resumed run keeps the pairs and goes on from its step."""
+    pytest.importorskip("faster_whisper")
+    import json
+
+    import yaml
+
+    from polyvox.asr.transcribe import Transcriber
+    from polyvox.models.pocket.weights import random_init
+    from polyvox.train.checkpoints import export_student
+    from polyvox.train.dpo import DPOConfig, DPORun, RolloutSettings
+
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", speed_input=True)
+    student = build_student(config)
+    random_init(torch.nn.ModuleDict({"flow_lm": student}), 3)
+    weights, _ = export_student(student, config, tmp_path / "init")
+    assert yaml.safe_load((tmp_path / "init" / "config.yaml").read_text())["speed_input"]
+    transcriber = Transcriber(threads=2)
+    settings = DPOConfig(steps=2, prompts=2, prompts_per_file=1, batch_pairs=2,
+                         rollouts=RolloutSettings(group=2, min_margin=0.0))
+    run = DPORun(weights, tmp_path / "dpo", settings, transcriber, log=False)
+    run.train()
+    files = sorted((tmp_path / "dpo").glob("pairs-*.pt"))
+    assert len(files) == 2
+    rewards = [json.loads(line) for line in (tmp_path / "dpo" / "rewards.jsonl").open()]
+    assert rewards and {"intelligibility", "pace", "bounds", "total", "speed"} <= set(rewards[0])
+    steps = [json.loads(line) for line in (tmp_path / "dpo" / "log.jsonl").open()]
+    assert [s["step"] for s in steps] == [1, 2] and "margin" in steps[0]
+    assert (tmp_path / "dpo" / "model.safetensors").exists()
+    before = [f.stat().st_mtime_ns for f in files]
+    resumed = DPORun(weights, tmp_path / "dpo", dataclasses.replace(settings, steps=3),
+                     transcriber, log=False)
+    assert resumed.step == 2
+    resumed.train()
+    assert [f.stat().st_mtime_ns for f in files] == before  # the pairs are kept
+    steps = [json.loads(line) for line in (tmp_path / "dpo" / "log.jsonl").open()]
+    assert [s["step"] for s in steps] == [1, 2, 3]
