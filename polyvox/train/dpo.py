@@ -298,7 +298,8 @@ class DPORun:
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), 1.0)
                 self.optimizer.step()
                 self.step += 1
-                record = {"step": self.step, **{k: round(float(v), 5) for k, v in out.items()}}
+                record = {"step": self.step,
+                          **{k: round(float(v.detach()), 5) for k, v in out.items()}}
                 log.write(json.dumps(record) + "\n")
                 log.flush()
                 if self.step % config.checkpoint_every == 0 or self.step == config.steps:
