@@ -116,13 +116,19 @@ class FlowLM(nn.Module):
         positions [B], noise [B, latent_dim] (already scaled by sqrt(temperature)).
         Returns (next latents [B, latent_dim], EOS logits [B]).
         """
+        hidden, eos_logits = self.step_hidden(latents, positions, kv)
+        return sample(self.flow_net, self.sampler_type, hidden, noise, num_sampler_steps), eos_logits
+
+    def step_hidden(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The backbone's half of `step`: the head's conditioning [B, d] and EOS logits [B]
+        (another sampler can then draw from the head: polyvox/train/grpo.py)."""
         latents = torch.where(torch.isnan(latents), self.bos_emb, latents)
         x = self.input_linear(latents)[:, None]  # [B, 1, d]
         hidden = self.out_norm(self.transformer(x, positions[:, None], kv))[:, 0]
         if self.z_proj is not None:
             hidden = self.z_proj(hidden)
-        eos_logits = self.out_eos(hidden)[:, 0]
-        return sample(self.flow_net, self.sampler_type, hidden, noise, num_sampler_steps), eos_logits
+        return hidden, self.out_eos(hidden)[:, 0]
 
     def denormalize(self, latents: torch.Tensor) -> torch.Tensor:
         """Generated latents -> the Mimi decoder's input space."""
