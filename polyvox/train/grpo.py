@@ -97,22 +97,85 @@ def rollout_clause(family: StudentFamily, ids: list[int], params: StudentParams,
     return Rollout(example, stacked, total + eos, ended)
 
 
-def rollout_log_probs(flow_lm: StudentFlowLM, rollouts: list[Rollout], stats: LatentStats,
-                      settings: SDESettings) -> torch.Tensor:
-    """Each rollout's log-probability under `flow_lm` [R], in one teacher-forcing pass
-    (differentiable: the policy's side of the GRPO ratio)."""
+@dataclass
+class RolloutTerms:
+    """One rollout under one model: per AR step and SDE step, the transition's
+    log-density [S, K] and mean [S, K, D]; the stds (K) are the sampler's, shared by every
+    model; the EOS decisions' log-likelihood."""
+
+    log_probs: torch.Tensor
+    means: torch.Tensor
+    stds: list[float]
+    eos: torch.Tensor
+
+    @property
+    def total(self) -> torch.Tensor:
+        return self.log_probs.sum() + self.eos
+
+
+def rollout_terms(flow_lm: StudentFlowLM, rollouts: list[Rollout], stats: LatentStats,
+                  settings: SDESettings) -> list[RolloutTerms]:
+    """Each rollout's terms under `flow_lm`, in one teacher-forcing pass (differentiable:
+    the policy's side of the GRPO ratio)."""
     batch = make_batch([r.example for r in rollouts], stats, random.Random(0))
     batch = batch._replace(positions=batch.positions - batch.positions[:, :1])
     hidden, eos_logits = teacher_forcing(flow_lm, batch)
-    totals = []
+    terms = []
     for row, rollout in enumerate(rollouts):
         cond = hidden[row][batch.has_target[row]]  # [S, d], one per generated step
         states = list(rollout.paths.transpose(0, 1))  # K + 1 of [S, D]
-        flow = sde.log_prob(_velocity(flow_lm, cond), states, settings.a).sum() \
-            if len(cond) else torch.zeros(())
+        log_probs, means, stds = sde.transition_terms(_velocity(flow_lm, cond), states,
+                                                      settings.a)
         # the logits at BOS and every latent input; a clause cut at its cap never stepped
         # its last latent
         logits = eos_logits[row][batch.has_eos[row]]
         eos = _eos_log_likelihood(logits if rollout.ended else logits[:-1], rollout.ended)
-        totals.append(flow + eos)
-    return torch.stack(totals)
+        terms.append(RolloutTerms(log_probs, means, stds, eos))
+    return terms
+
+
+def rollout_log_probs(flow_lm: StudentFlowLM, rollouts: list[Rollout], stats: LatentStats,
+                      settings: SDESettings) -> torch.Tensor:
+    """Each rollout's log-probability under `flow_lm` [R]."""
+    return torch.stack([t.total for t in rollout_terms(flow_lm, rollouts, stats, settings)])
+
+
+def group_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """A group's rewards (the same text spoken G times) -> (r - mean) / std; all zero
+    when the group agrees (nothing to learn from it)."""
+    spread = rewards.std()
+    if rewards.numel() < 2 or float(spread) < 1e-6:
+        return torch.zeros_like(rewards)
+    return (rewards - rewards.mean()) / spread
+
+
+@dataclass(frozen=True)
+class GRPOSettings:
+    clip: float = 0.2  # PPO's ratio clip, per transition
+    kl: float = 0.04  # weight of the KL to the reference
+
+
+def grpo_loss(policy: StudentFlowLM, reference: StudentFlowLM, rollouts: list[Rollout],
+              old: list[RolloutTerms], advantages: torch.Tensor, stats: LatentStats,
+              sampler: SDESettings, settings: GRPOSettings = GRPOSettings()
+              ) -> dict[str, torch.Tensor]:
+    """Flow-GRPO's objective over the rollouts' transitions: per transition the clipped
+    ratio to the policy that sampled it (`old`, detached) times its rollout's advantage,
+    plus the KL to the reference, which for two Gaussians of the sampler's std is
+    |mean - mean_ref|^2 / (2 std^2). The EOS decisions join as one more term per rollout."""
+    new = rollout_terms(policy, rollouts, stats, sampler)
+    with torch.no_grad():
+        ref = rollout_terms(reference, rollouts, stats, sampler)
+    surrogate, kl, count = torch.zeros(()), torch.zeros(()), 0
+    for now, then, anchor, advantage in zip(new, old, ref, advantages):
+        log_ratio = torch.cat([(now.log_probs - then.log_probs.detach()).flatten(),
+                               (now.eos - then.eos.detach())[None]])
+        ratio = log_ratio.exp()
+        clipped = ratio.clamp(1 - settings.clip, 1 + settings.clip)
+        surrogate = surrogate + torch.minimum(ratio * advantage, clipped * advantage).sum()
+        variance = torch.tensor(now.stds) ** 2  # [K]
+        kl = kl + (((now.means - anchor.means) ** 2).sum(dim=-1) / (2 * variance)).sum()
+        count += log_ratio.numel()
+    count = max(count, 1)
+    loss = -(surrogate / count) + settings.kl * kl / count
+    return {"loss": loss, "surrogate": surrogate.detach() / count, "kl": kl.detach() / count}

@@ -50,15 +50,24 @@ def sample(velocity: Velocity, x0: torch.Tensor, steps: int, a: float,
     return states
 
 
-def log_prob(velocity: Velocity, states: list[torch.Tensor], a: float) -> torch.Tensor:
-    """Per row, the log-density of the trajectory's transitions under `velocity` [B]
-    (differentiable through it: the policy's term of the GRPO ratio). Needs a > 0."""
+def transition_terms(velocity: Velocity, states: list[torch.Tensor], a: float
+                     ) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
+    """Per row and step, the log-density of each transition [B, K], the transitions'
+    means [B, K, D] and their standard deviations (K floats). Needs a > 0."""
     steps = len(states) - 1
     h = 1.0 / steps
-    total = torch.zeros(states[0].shape[0])
+    log_probs, means, stds = [], [], []
     for k in range(steps):
         mean, std = transition(velocity, states[k], k * h, h, a)
         z = (states[k + 1] - mean) / std
-        total = total - 0.5 * (z**2).sum(dim=-1) \
-            - z.shape[-1] * (math.log(std) + 0.5 * math.log(2 * math.pi))
-    return total
+        log_probs.append(-0.5 * (z**2).sum(dim=-1)
+                         - z.shape[-1] * (math.log(std) + 0.5 * math.log(2 * math.pi)))
+        means.append(mean)
+        stds.append(std)
+    return torch.stack(log_probs, dim=1), torch.stack(means, dim=1), stds
+
+
+def log_prob(velocity: Velocity, states: list[torch.Tensor], a: float) -> torch.Tensor:
+    """Per row, the log-density of the trajectory's transitions under `velocity` [B]
+    (differentiable through it: the policy's term of the GRPO ratio). Needs a > 0."""
+    return transition_terms(velocity, states, a)[0].sum(dim=1)
