@@ -190,6 +190,13 @@ def make_batch(examples: list[Example], stats: LatentStats, rng: random.Random,
     )
 
 
+def fresh_batch(examples: list[Example], stats: LatentStats) -> Batch:
+    """One row per example, each in a fresh context (positions from 0), as the engine
+    generates a clause: the layout for scoring clauses the student generated."""
+    batch = make_batch(examples, stats, random.Random(0))
+    return batch._replace(positions=batch.positions - batch.positions[:, :1])
+
+
 def plan_batches(lengths: list[int], max_positions: int, rng: random.Random) -> list[list[int]]:
     """Indices grouped into batches of similar lengths, at most `max_positions` padded
     positions each (a longer sequence gets a batch of its own); the order is shuffled."""

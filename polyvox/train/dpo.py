@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from polyvox.models.joe_ar.network import StudentFlowLM, config_to_dict
-from polyvox.train.batches import Example, LatentStats, make_batch
+from polyvox.train.batches import Example, LatentStats, fresh_batch
 from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
 from polyvox.train.student import Batch, teacher_forcing
 
@@ -71,9 +71,7 @@ def generated_example(tokens: torch.Tensor, latents: torch.Tensor,
 
 def pair_batch(pairs: list[Pair], stats: LatentStats) -> Batch:
     """Winners then losers, one row each (in a fresh context)."""
-    examples = [p.winner for p in pairs] + [p.loser for p in pairs]
-    batch = make_batch(examples, stats, random.Random(0))
-    return batch._replace(positions=batch.positions - batch.positions[:, :1])
+    return fresh_batch([p.winner for p in pairs] + [p.loser for p in pairs], stats)
 
 
 def row_scores(flow_lm: StudentFlowLM, batch: Batch, t: torch.Tensor,

@@ -12,7 +12,6 @@ and is not sampled; the Bernoulli term lets the objective move the logits all th
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from polyvox.train import sde
-from polyvox.train.batches import Example, LatentStats, make_batch
+from polyvox.train.batches import Example, LatentStats, fresh_batch
 from polyvox.train.dpo import generated_example
 from polyvox.train.student import teacher_forcing
 
@@ -117,8 +116,7 @@ def rollout_terms(flow_lm: StudentFlowLM, rollouts: list[Rollout], stats: Latent
                   settings: SDESettings) -> list[RolloutTerms]:
     """Each rollout's terms under `flow_lm`, in one teacher-forcing pass (differentiable:
     the policy's side of the GRPO ratio)."""
-    batch = make_batch([r.example for r in rollouts], stats, random.Random(0))
-    batch = batch._replace(positions=batch.positions - batch.positions[:, :1])
+    batch = fresh_batch([r.example for r in rollouts], stats)
     hidden, eos_logits = teacher_forcing(flow_lm, batch)
     terms = []
     for row, rollout in enumerate(rollouts):
