@@ -11,19 +11,25 @@ and is not sampled; the Bernoulli term lets the objective move the logits all th
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
 
+from polyvox.models.joe_ar.network import config_to_dict
 from polyvox.train import sde
 from polyvox.train.batches import Example, LatentStats, fresh_batch
-from polyvox.train.dpo import generated_example
+from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
+from polyvox.train.dpo import RolloutSettings, generated_example
 from polyvox.train.student import teacher_forcing
 
 if TYPE_CHECKING:
+    from polyvox.asr.transcribe import Transcriber
     from polyvox.models.joe_ar.family import StudentFamily, StudentParams
     from polyvox.models.joe_ar.network import StudentFlowLM
 
@@ -151,6 +157,10 @@ def group_advantages(rewards: torch.Tensor) -> torch.Tensor:
 class GRPOSettings:
     clip: float = 0.2  # PPO's ratio clip, per transition
     kl: float = 0.04  # weight of the KL to the reference
+    # each SDE transition's log-ratio and KL divided by the latent's dimensions, as the
+    # Flow-GRPO reference implementation averages them: summed over 768 dimensions, a
+    # step of 1e-5 already pushes most ratios past the clip (docs/posttrain.md)
+    per_dimension: bool = True
 
 
 def grpo_loss(policy: StudentFlowLM, reference: StudentFlowLM, rollouts: list[Rollout],
@@ -160,20 +170,221 @@ def grpo_loss(policy: StudentFlowLM, reference: StudentFlowLM, rollouts: list[Ro
     """Flow-GRPO's objective over the rollouts' transitions: per transition the clipped
     ratio to the policy that sampled it (`old`, detached) times its rollout's advantage,
     plus the KL to the reference, which for two Gaussians of the sampler's std is
-    |mean - mean_ref|^2 / (2 std^2). The EOS decisions join as one more term per rollout."""
+    |mean - mean_ref|^2 / (2 std^2). The EOS decisions join as one more term per rollout.
+    With `per_dimension`, a transition's log-ratio and KL are per latent dimension."""
     new = rollout_terms(policy, rollouts, stats, sampler)
     with torch.no_grad():
         ref = rollout_terms(reference, rollouts, stats, sampler)
     surrogate, kl, count = torch.zeros(()), torch.zeros(()), 0
     for now, then, anchor, advantage in zip(new, old, ref, advantages):
-        log_ratio = torch.cat([(now.log_probs - then.log_probs.detach()).flatten(),
+        scale = now.means.shape[-1] if settings.per_dimension else 1
+        log_ratio = torch.cat([((now.log_probs - then.log_probs.detach()) / scale).flatten(),
                                (now.eos - then.eos.detach())[None]])
         ratio = log_ratio.exp()
         clipped = ratio.clamp(1 - settings.clip, 1 + settings.clip)
         surrogate = surrogate + torch.minimum(ratio * advantage, clipped * advantage).sum()
         variance = torch.tensor(now.stds) ** 2  # [K]
-        kl = kl + (((now.means - anchor.means) ** 2).sum(dim=-1) / (2 * variance)).sum()
+        kl = kl + (((now.means - anchor.means) ** 2).sum(dim=-1)
+                   / (2 * variance * scale)).sum()
         count += log_ratio.numel()
     count = max(count, 1)
     loss = -(surrogate / count) + settings.kl * kl / count
     return {"loss": loss, "surrogate": surrogate.detach() / count, "kl": kl.detach() / count}
+
+
+# --- the run: online rollouts from the policy, scored, then clipped steps ---------------
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    steps: int
+    prompts_per_step: int = 4  # texts per step, each clause spoken `group` times
+    prompts: int = 4096  # the prompt pool (the training grammar, never the eval sets)
+    prompt_seed: int = 2000  # neither a distillation nor the DPO prompts' seed
+    learning_rate: float = 1e-6
+    updates_per_step: int = 1  # optimizer updates on one step's rollouts (PPO epochs)
+    checkpoint_every: int = 10
+    seed: int = 0
+    sampler: SDESettings = field(default_factory=SDESettings)
+    objective: GRPOSettings = field(default_factory=GRPOSettings)
+    rollouts: RolloutSettings = field(default_factory=lambda: RolloutSettings(group=4))
+
+
+class ScoredGroup(NamedTuple):
+    """One clause spoken `group` times by the policy, with each rollout's reward log."""
+
+    rollouts: list[Rollout]
+    logs: list[dict[str, float]]
+
+
+class GRPORun:
+    """Online Flow-GRPO: each step the policy (from the exported student at `init`)
+    speaks `prompts_per_step` prompts' clauses `group` times with the SDE sampler,
+    whisper and the rewards score every clause, and the clipped objective with its KL to
+    the reference (the `init` student, frozen) takes `updates_per_step` updates on the
+    group-relative advantages. OUT/log.jsonl has every step's objective and mean reward
+    terms, OUT/rewards.jsonl every rollout's; OUT/checkpoint.pt (policy, optimizer, step)
+    resumes it, and everything random in a step is seeded by the step, so a resumed run
+    goes on as an uninterrupted one would. The policy is exported to OUT at the end."""
+
+    def __init__(self, init: Path, out: Path, config: GRPOConfig,
+                 transcriber: Transcriber | None = None, log: bool = True) -> None:
+        import copy
+
+        from polyvox.models.joe_ar.family import load_student_family
+
+        self.out, self.config, self.log = Path(out), config, log
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.family = load_student_family(weights=init)
+        # rollouts run on the family's model: the policy
+        self.policy = cast("StudentFlowLM", self.family.flow_lm.eval())
+        self.reference = copy.deepcopy(self.policy).requires_grad_(False)
+        self.stats = LatentStats(self.policy.emb_mean.clone(), self.policy.emb_std.clone())
+        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.learning_rate)
+        self.transcriber, self.step = transcriber, 0
+        self._prompts: list[str] | None = None
+        state = load_checkpoint(self.out)
+        if state is not None:
+            self.policy.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.step = int(state["step"])
+
+    def prompts(self, step: int) -> list[tuple[int, str]]:
+        """The step's prompts (index in the pool, text): consecutive, cycling the pool."""
+        from polyvox.train.sentences import generate_sentences
+
+        if self._prompts is None:
+            self._prompts = list(generate_sentences(self.config.prompts,
+                                                    self.config.prompt_seed))
+        count = self.config.prompts_per_step
+        return [(i % len(self._prompts), self._prompts[i % len(self._prompts)])
+                for i in range(step * count, (step + 1) * count)]
+
+    @torch.no_grad()
+    def speak(self, step: int) -> list[ScoredGroup]:
+        """Every clause of the step's prompts, spoken `group` times and scored."""
+        from polyvox.models.joe_ar.family import StudentParams
+        from polyvox.text.clauses import split_text
+        from polyvox.train.dpo import prompt_speed, teacher_seconds
+        from polyvox.train.rewards import clause_rewards
+
+        if self.transcriber is None:
+            from polyvox.asr.transcribe import Transcriber
+
+            self.transcriber = Transcriber(threads=torch.get_num_threads())
+        config, family = self.config, self.family
+        groups = []
+        for index, text in self.prompts(step):
+            speed = prompt_speed(family, index, config.rollouts, config.seed)
+            for place, clause in enumerate(split_text(text, family.count_tokens, 350)):
+                ids = family.phoneme_ids(clause)
+                target = teacher_seconds(family, ids) / speed
+                rollouts, logs = [], []
+                for g in range(config.rollouts.group):
+                    seed = (config.seed * 1_000_003 + step * 10_007 + index * 101
+                            + place * 11 + g)
+                    params = StudentParams(seed=seed, temperature=config.sampler.temperature,
+                                           speed=speed)
+                    rollout = rollout_clause(family, ids, params, config.sampler,
+                                             torch.Generator().manual_seed(seed))
+                    if not len(rollout.paths):
+                        continue
+                    audio = family.decode(rollout.paths[:, -1][None],
+                                          family.new_decoder_state())[0].numpy()
+                    transcript = self.transcriber.transcribe(audio, family.sample_rate)
+                    rewards = clause_rewards(audio, family.sample_rate, transcript, clause,
+                                             target)
+                    rollouts.append(rollout)
+                    logs.append({"step": step, "prompt": index, "clause": place,
+                                 "speed": speed, "seed": seed, **rewards.as_log()})
+                groups.append(ScoredGroup(rollouts, logs))
+        return groups
+
+    def update(self, groups: list[ScoredGroup]) -> dict[str, float]:
+        """The objective's updates on one step's groups; what they did, for the log."""
+        rollouts, advantages = [], []
+        for group in groups:
+            totals = torch.tensor([log["total"] for log in group.logs])
+            advantage = group_advantages(totals)
+            if advantage.any():  # a group that agrees teaches nothing
+                rollouts += group.rollouts
+                advantages.append(advantage)
+        if not rollouts:
+            return {"groups_used": 0.0}
+        advantage = torch.cat(advantages)
+        with torch.no_grad():
+            old = rollout_terms(self.policy, rollouts, self.stats, self.config.sampler)
+        record: dict[str, float] = {"groups_used": float(len(advantages))}
+        for _ in range(self.config.updates_per_step):
+            out = grpo_loss(self.policy, self.reference, rollouts, old, advantage,
+                            self.stats, self.config.sampler, self.config.objective)
+            self.optimizer.zero_grad(set_to_none=True)
+            out["loss"].backward()
+            norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), 1.0)
+            self.optimizer.step()
+            record |= {k: float(v.detach()) for k, v in out.items()}
+            record["grad_norm"] = float(norm)
+        return record
+
+    def train(self) -> None:
+        import time
+
+        config = self.config
+        with open(self.out / "log.jsonl", "a", encoding="utf-8") as log, \
+                open(self.out / "rewards.jsonl", "a", encoding="utf-8") as rewards:
+            while self.step < config.steps:
+                began = time.perf_counter()
+                groups = self.speak(self.step)
+                logs = [entry for group in groups for entry in group.logs]
+                rewards.writelines(json.dumps(entry) + "\n" for entry in logs)
+                record = self.update(groups)
+                self.step += 1
+                means = {f"reward_{name}": sum(entry[name] for entry in logs) / len(logs)
+                         for name in ("total", "intelligibility", "pace", "bounds", "silence",
+                                      "repetition", "clipping", "spectrum", "wer")} \
+                    if logs else {}
+                entry = {"step": self.step, "rollouts": len(logs),
+                         **{k: round(v, 6) for k, v in (record | means).items()},
+                         "seconds": round(time.perf_counter() - began, 1)}
+                log.write(json.dumps(entry) + "\n")
+                log.flush()
+                rewards.flush()
+                if self.step % config.checkpoint_every == 0 or self.step == config.steps:
+                    save_checkpoint(self.out, {"model": self.policy.state_dict(),
+                                               "optimizer": self.optimizer.state_dict(),
+                                               "step": self.step,
+                                               "student": config_to_dict(self.family.student)})
+                if self.log:
+                    print(json.dumps(entry), flush=True)
+        export_student(self.policy.eval(), self.family.student, self.out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Flow-GRPO on the student's own clauses "
+                                                 "(docs/posttrain.md); resumes from --out.")
+    parser.add_argument("--init", type=Path, required=True,
+                        help="the exported student (model.safetensors, its config beside it)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--prompts-per-step", type=int, default=GRPOConfig.prompts_per_step)
+    parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=GRPOConfig.learning_rate)
+    parser.add_argument("--kl", type=float, default=GRPOSettings.kl)
+    parser.add_argument("--clip", type=float, default=GRPOSettings.clip)
+    parser.add_argument("--noise", type=float, default=SDESettings.a,
+                        help="the SDE's noise level a (sde.noise_level)")
+    parser.add_argument("--updates-per-step", type=int, default=GRPOConfig.updates_per_step)
+    parser.add_argument("--checkpoint-every", type=int, default=GRPOConfig.checkpoint_every)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    config = GRPOConfig(steps=args.steps, prompts_per_step=args.prompts_per_step,
+                        learning_rate=args.lr, updates_per_step=args.updates_per_step,
+                        checkpoint_every=args.checkpoint_every,
+                        sampler=SDESettings(a=args.noise),
+                        objective=GRPOSettings(clip=args.clip, kl=args.kl),
+                        rollouts=RolloutSettings(group=args.group))
+    GRPORun(args.init, args.out, config).train()
+
+
+if __name__ == "__main__":
+    main()

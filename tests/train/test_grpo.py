@@ -64,12 +64,15 @@ def test_group_advantages_are_standardized_and_zero_when_the_group_agrees() -> N
     assert not group_advantages(torch.tensor([0.7, 0.7, 0.7])).any()
 
 
-def test_grpo_steps_raise_the_better_rollouts_probability(paced) -> None:
+@pytest.mark.parametrize("per_dimension", [False, True])
+def test_grpo_steps_raise_the_better_rollouts_probability(paced, per_dimension) -> None:
     """At the sampling policy the ratio is 1 and the KL 0; steps on a group make the
-    rollout with the higher advantage more likely relative to the lower one."""
-    from polyvox.train.grpo import GRPOSettings, grpo_loss, group_advantages, rollout_terms
+    rollout with the higher advantage more likely relative to the lower one (by the
+    objective's own measure: per latent dimension when `per_dimension`)."""
+    from polyvox.train.grpo import GRPOSettings, group_advantages, grpo_loss, rollout_terms
 
     sampler = SDESettings(steps=2, a=0.7, temperature=1.0)
+    settings = GRPOSettings(per_dimension=per_dimension)
     ids = paced.phoneme_ids("Go on.")
     rollouts = []
     for seed in range(3):
@@ -82,7 +85,7 @@ def test_grpo_steps_raise_the_better_rollouts_probability(paced) -> None:
     with torch.no_grad():
         old = rollout_terms(reference, rollouts, stats, sampler)
     advantages = group_advantages(torch.tensor([1.0, 0.0, 0.5]))
-    first = grpo_loss(policy, reference, rollouts, old, advantages, stats, sampler)
+    first = grpo_loss(policy, reference, rollouts, old, advantages, stats, sampler, settings)
     assert float(first["kl"]) == pytest.approx(0.0, abs=1e-8)
     assert float(first["surrogate"]) == pytest.approx(
         float(sum(a * (t.log_probs.numel() + 1) for a, t in zip(advantages, old)))
@@ -91,17 +94,72 @@ def test_grpo_steps_raise_the_better_rollouts_probability(paced) -> None:
     # steep (a tiny random student's gradient norm is ~4e4; past a step of ~1e-5 the
     # second-order term wins), so the first-order effect is checked
     out = grpo_loss(policy, reference, rollouts, old, advantages, stats, sampler,
-                    GRPOSettings(kl=0.0))
+                    dataclasses.replace(settings, kl=0.0))
     out["loss"].backward()
     norm = torch.sqrt(sum((p.grad**2).sum() for p in policy.parameters() if p.grad is not None))
     with torch.no_grad():
         for parameter in policy.parameters():
             if parameter.grad is not None:
                 parameter -= 1e-6 * parameter.grad / norm
-        before = torch.stack([t.total for t in old])
-        after = rollout_log_probs(policy, rollouts, stats, sampler)
+        scale = 768 if per_dimension else 1
+        before = torch.stack([t.log_probs.sum() / scale + t.eos for t in old])
+        after = torch.stack([t.log_probs.sum() / scale + t.eos
+                             for t in rollout_terms(policy, rollouts, stats, sampler)])
     gain = after - before
     # the advantage-weighted log-probability rose: the better rollouts became likelier
     assert float((advantages * gain).sum()) > 0, gain
     assert float(grpo_loss(policy, reference, rollouts, old, advantages, stats,
                            sampler)["kl"]) > 0
+
+
+def test_a_grpo_run_scores_steps_resumes_as_if_uninterrupted_and_exports(tiny_config, teacher,
+                                                                        tmp_path) -> None:
+    """End to end on a tiny paced student (random weights: noise, but real rollouts, real
+    whisper, real rewards): every rollout's reward terms and every step's objective are
+    logged; a run stopped after its first step and resumed ends with the weights of a run
+    that was never stopped; the policy is exported."""
+    pytest.importorskip("faster_whisper")
+    import json
+
+    from polyvox.asr.transcribe import Transcriber
+    from polyvox.models.joe_ar.network import build_student
+    from polyvox.models.pocket.weights import random_init
+    from polyvox.train.checkpoints import export_student
+    from polyvox.train.dpo import RolloutSettings
+    from polyvox.train.grpo import GRPOConfig, GRPORun, GRPOSettings
+
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", speed_input=True)
+    student = build_student(config)
+    random_init(torch.nn.ModuleDict({"flow_lm": student}), 3)
+    weights, _ = export_student(student, config, tmp_path / "init")
+    transcriber = Transcriber(threads=2)
+    # a learning rate big enough for the weights to move visibly in two steps
+    settings = GRPOConfig(steps=2, prompts_per_step=1, learning_rate=1e-3, checkpoint_every=1,
+                          sampler=SDESettings(steps=2, a=0.7, temperature=1.0),
+                          objective=GRPOSettings(kl=0.1),
+                          rollouts=RolloutSettings(group=3, varied_speed_share=1.0))
+    straight = GRPORun(weights, tmp_path / "straight", settings, transcriber, log=False)
+    straight.train()
+    steps = [json.loads(line) for line in (tmp_path / "straight" / "log.jsonl").open()]
+    assert [s["step"] for s in steps] == [1, 2]
+    assert {"reward_total", "reward_intelligibility", "reward_pace", "reward_bounds",
+            "groups_used"} <= set(steps[0])
+    rewards = [json.loads(line) for line in (tmp_path / "straight" / "rewards.jsonl").open()]
+    assert len(rewards) == sum(s["rollouts"] for s in steps) >= 6
+    assert {"intelligibility", "pace", "bounds", "silence", "repetition", "clipping",
+            "spectrum", "total", "speed"} <= set(rewards[0])
+    assert any(s["groups_used"] > 0 for s in steps), steps
+    assert (tmp_path / "straight" / "model.safetensors").exists()
+
+    stopped = GRPORun(weights, tmp_path / "stopped",
+                      dataclasses.replace(settings, steps=1), transcriber, log=False)
+    stopped.train()
+    resumed = GRPORun(weights, tmp_path / "stopped", settings, transcriber, log=False)
+    assert resumed.step == 1
+    resumed.train()
+    initial = GRPORun(weights, tmp_path / "initial", settings, transcriber, log=False).policy
+    moved = False
+    for name, value in straight.policy.state_dict().items():
+        torch.testing.assert_close(resumed.policy.state_dict()[name], value)
+        moved |= not torch.equal(initial.state_dict()[name], value)
+    assert moved  # the steps changed the policy
