@@ -64,6 +64,9 @@ class TrainConfig:
     validation_size: int = 32
     seed: int = 0
     losses: LossWeights = field(default_factory=LossWeights)
+    # The training step's matrix products in bfloat16 (torch.autocast; weights, optimizer
+    # and validation stay float32): ~1.4x faster on CPUs with AMX (docs/distill.md)
+    bf16: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.checkpoint_every < 1 or self.batch_positions < 1:
@@ -178,7 +181,9 @@ class Distiller:
         self.model.train()
         batch = self.batch(self.step)
         generator = torch.Generator().manual_seed(self.config.seed * 104_729 + self.step)
-        losses = student_losses(self.model, batch, self.config.losses, generator)
+        device = batch.tokens.device.type
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=self.config.bf16):
+            losses = student_losses(self.model, batch, self.config.losses, generator)
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.learning_rate_at(self.step)
         self.optimizer.zero_grad(set_to_none=True)
@@ -255,11 +260,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="give the student a pace input (data made with --varied-speed); "
                              "an --init export without one starts it at zero")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--bf16", action="store_true",
+                        help="the step's matrix products in bfloat16 (autocast; weights stay "
+                             "float32): faster on CPUs with AMX and on GPUs")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = TrainConfig(steps=args.steps, learning_rate=args.lr, warmup_steps=args.warmup,
                          batch_positions=args.batch_positions,
-                         checkpoint_every=args.checkpoint_every, seed=args.seed)
+                         checkpoint_every=args.checkpoint_every, seed=args.seed, bf16=args.bf16)
     student = load_config(args.config)
     if args.speed_input:
         student = dataclasses.replace(student, speed_input=True)

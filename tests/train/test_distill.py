@@ -10,8 +10,8 @@ import pytest
 import safetensors.torch
 import torch
 
-from polyvox.models.pocket.weights import WeightsError, load_strict
 from polyvox.models.joe_ar.network import build_student, load_student
+from polyvox.models.pocket.weights import WeightsError, load_strict
 from polyvox.train.checkpoints import WEIGHTS, export_student
 from polyvox.train.distill import Distiller, TrainConfig
 from polyvox.train.student import LossWeights, teacher_forcing
@@ -227,3 +227,21 @@ def test_an_exported_run_serves_with_its_own_config(tiny_config, paragraph_data:
     assert family.student.speed_input and family.student.name == "tiny"
     plan = family.plan_clause("It came back.", family.make_params(speed=1.25))
     assert plan.features is not None and plan.features.shape[1] == 193
+
+
+def test_a_bf16_step_follows_the_float32_gradient(tiny_config, teacher_data: Path,
+                                                  tmp_path: Path) -> None:
+    """--bf16 runs the step's products in bfloat16: its gradient points where float32's
+    does (the same batch and draws), and its weights stay float32."""
+    grads = {}
+    for bf16 in (False, True):
+        distiller = Distiller(tiny_config, _config(1, bf16=bf16), teacher_data,
+                              tmp_path / str(bf16), log=False)
+        distiller.optimizer.step = lambda *args, **kwargs: None  # keep the weights
+        distiller.train_step()
+        grads[bf16] = torch.cat([p.grad.flatten() for p in distiller.model.parameters()
+                                 if p.grad is not None])
+        assert all(p.dtype == torch.float32 for p in distiller.model.parameters())
+    cosine = torch.nn.functional.cosine_similarity(grads[False], grads[True], dim=0)
+    assert float(cosine) > 0.99, float(cosine)
+    assert not torch.equal(grads[False], grads[True])  # bfloat16 really ran
