@@ -52,7 +52,7 @@ def export_student(flow_lm: FlowLM, config: StudentConfig, out: Path,
     out.mkdir(parents=True, exist_ok=True)
     tensors = {}
     for name, tensor in flow_lm.state_dict().items():
-        tensor = tensor.detach().contiguous().clone()
+        tensor = tensor.detach().cpu().contiguous().clone()
         if matrices is not None and tensor.dim() >= 2 and tensor.is_floating_point():
             tensor = tensor.to(matrices)
         tensors[PREFIX + name] = tensor

@@ -67,6 +67,7 @@ class TrainConfig:
     # The training step's matrix products in bfloat16 (torch.autocast; weights, optimizer
     # and validation stay float32): ~1.4x faster on CPUs with AMX (docs/distill.md)
     bf16: bool = False
+    device: str = "cpu"  # where the student trains ("cuda" on a GPU); data stays on the CPU
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.checkpoint_every < 1 or self.batch_positions < 1:
@@ -77,6 +78,10 @@ class TrainConfig:
             return self.learning_rate * (step + 1) / self.warmup_steps
         progress = min(1.0, (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps))
         return self.learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
+
+
+def _to(batch: Batch, device: str) -> Batch:
+    return batch if device == "cpu" else Batch(*(t.to(device) for t in batch))
 
 
 class Distiller:
@@ -113,7 +118,7 @@ class Distiller:
         kept = [utterances[i] for i in self.training]
         self.lengths = [example.length for example in self.examples]
         torch.manual_seed(config.seed)  # the initial weights
-        self.model = build_student(student)
+        self.model = build_student(student).to(config.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate,
                                            weight_decay=config.weight_decay)
         self.step = 0
@@ -132,7 +137,7 @@ class Distiller:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.step = state["step"]
-        self.stats = LatentStats(self.model.emb_mean.clone(), self.model.emb_std.clone())
+        self.stats = LatentStats(self.model.emb_mean.cpu().clone(), self.model.emb_std.cpu().clone())
 
     # --- data --------------------------------------------------------------------------
 
@@ -172,8 +177,9 @@ class Distiller:
             (self.examples[item.prefix], item.keep) if item.prefix >= 0 else None
             for item in items
         ]
-        return make_batch([self.examples[item.clause] for item in items], self.stats,
-                          random.Random(self.config.seed * 7919 + step), prefixes)
+        return _to(make_batch([self.examples[item.clause] for item in items], self.stats,
+                              random.Random(self.config.seed * 7919 + step), prefixes),
+                   self.config.device)
 
     # --- training ----------------------------------------------------------------------
 
@@ -205,8 +211,8 @@ class Distiller:
         totals: dict[str, float] = {}
         chunks = [self.validation[i: i + 8] for i in range(0, len(self.validation), 8)]
         for chunk in chunks:
-            losses = student_losses(self.model, make_batch(chunk, self.stats, rng),
-                                    self.config.losses, generator)
+            batch = _to(make_batch(chunk, self.stats, rng), self.config.device)
+            losses = student_losses(self.model, batch, self.config.losses, generator)
             for name, value in losses.items():
                 totals[name] = totals.get(name, 0.0) + float(value) / len(chunks)
         return totals
@@ -260,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="give the student a pace input (data made with --varied-speed); "
                              "an --init export without one starts it at zero")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU")
     parser.add_argument("--bf16", action="store_true",
                         help="the step's matrix products in bfloat16 (autocast; weights stay "
                              "float32): faster on CPUs with AMX and on GPUs")
@@ -267,7 +274,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     config = TrainConfig(steps=args.steps, learning_rate=args.lr, warmup_steps=args.warmup,
                          batch_positions=args.batch_positions,
-                         checkpoint_every=args.checkpoint_every, seed=args.seed, bf16=args.bf16)
+                         checkpoint_every=args.checkpoint_every, seed=args.seed, bf16=args.bf16,
+                         device=args.device)
     student = load_config(args.config)
     if args.speed_input:
         student = dataclasses.replace(student, speed_input=True)

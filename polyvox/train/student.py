@@ -84,7 +84,7 @@ def _capture_attention(flow_lm: FlowLM, layers: tuple[int, ...]) -> tuple[list[A
 
 def _guide_loss(captured: dict, batch: Batch, num_heads: int) -> torch.Tensor:
     valid = batch.band_high >= 0  # [B, T]
-    index = torch.arange(batch.tokens.shape[1])
+    index = torch.arange(batch.tokens.shape[1], device=batch.tokens.device)
     in_band = ((index[None, None, :] >= batch.band_low[..., None])
                & (index[None, None, :] <= batch.band_high[..., None]))  # [B, T, S]
     causal = batch.positions[:, :, None] >= batch.positions[:, None, :]
@@ -122,7 +122,8 @@ def student_losses(flow_lm: FlowLM, batch: Batch, weights: LossWeights,
                    generator: torch.Generator) -> dict[str, torch.Tensor]:
     """The losses of one teacher-forcing batch; "total" is what to minimize."""
     if weights.input_noise:
-        noise = torch.randn(batch.latents_in.shape, generator=generator)
+        # draws come from the CPU generator on every device: the same run anywhere
+        noise = torch.randn(batch.latents_in.shape, generator=generator).to(batch.latents_in.device)
         batch = batch._replace(latents_in=batch.latents_in + weights.input_noise * noise)
     handles, captured = _capture_attention(flow_lm, weights.guide_layers if weights.guide else ())
     try:
@@ -134,9 +135,10 @@ def student_losses(flow_lm: FlowLM, batch: Batch, weights: LossWeights,
                                              batch.eos_targets[batch.has_eos])
     cond = hidden[batch.has_target].repeat(weights.flow_samples, 1)  # [M * k, d]
     target = batch.targets[batch.has_target].repeat(weights.flow_samples, 1)  # [M * k, D]
-    noise = torch.randn(target.shape, generator=generator)
+    noise = torch.randn(target.shape, generator=generator).to(target.device)
     t = torch.rand(target.shape[0], 1, generator=generator)
     t = t.masked_fill(torch.rand(t.shape, generator=generator) < weights.zero_time_fraction, 0.0)
+    t = t.to(target.device)
     velocity = flow_lm.flow_net(cond, t, (1 - t) * noise + t * target)
     flow = F.mse_loss(velocity, target - noise)
     losses = {"flow": flow, "eos": eos}
