@@ -18,8 +18,8 @@ import safetensors.torch
 import torch
 import yaml
 
-from polyvox.models.pocket.flow_lm import FlowLM
 from polyvox.models.joe_ar.network import PREFIX, StudentConfig, config_to_dict
+from polyvox.models.pocket.flow_lm import FlowLM
 
 CHECKPOINT = "checkpoint.pt"
 WEIGHTS = "model.safetensors"
@@ -32,6 +32,14 @@ def save_checkpoint(out: Path, state: dict[str, Any]) -> Path:
     torch.save(state, temporary)
     temporary.rename(path)
     return path
+
+
+def save_policy(out: Path, policy: FlowLM, optimizer: torch.optim.Optimizer, step: int,
+                config: StudentConfig) -> Path:
+    """A post-training run's checkpoint (DPO, GRPO): the policy, its optimizer, the step."""
+    return save_checkpoint(out, {"model": policy.state_dict(),
+                                 "optimizer": optimizer.state_dict(), "step": step,
+                                 "student": config_to_dict(config)})
 
 
 def load_checkpoint(out: Path) -> dict[str, Any] | None:

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from polyvox.models.joe_ar.network import StudentFlowLM, config_to_dict
+from polyvox.models.joe_ar.network import StudentFlowLM
 from polyvox.train.batches import Example, LatentStats, fresh_batch
-from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
+from polyvox.train.checkpoints import export_student, load_checkpoint, save_policy
 from polyvox.train.student import Batch, teacher_forcing
 
 if TYPE_CHECKING:
@@ -301,22 +301,26 @@ class DPORun:
                 log.write(json.dumps(record) + "\n")
                 log.flush()
                 if self.step % config.checkpoint_every == 0 or self.step == config.steps:
-                    save_checkpoint(self.out, {"model": self.policy.state_dict(),
-                                               "optimizer": self.optimizer.state_dict(),
-                                               "step": self.step,
-                                               "student": config_to_dict(self.family.student)})
+                    save_policy(self.out, self.policy, self.optimizer, self.step,
+                                self.family.student)
                     if self.log:
                         print(json.dumps(record), flush=True)
         export_student(self.policy.eval(), self.family.student, self.out)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Flow-DPO on the student's own clauses "
+def policy_run_parser(method: str) -> argparse.ArgumentParser:
+    """The options every post-training run has (DPO, GRPO)."""
+    parser = argparse.ArgumentParser(description=f"{method} on the student's own clauses "
                                                  "(docs/posttrain.md); resumes from --out.")
     parser.add_argument("--init", type=Path, required=True,
                         help="the exported student (model.safetensors, its config beside it)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = policy_run_parser("Flow-DPO")
     parser.add_argument("--prompts", type=int, default=DPOConfig.prompts)
     parser.add_argument("--group", type=int, default=RolloutSettings.group)
     parser.add_argument("--beta", type=float, default=DPOSettings.beta)

@@ -11,7 +11,6 @@ and is not sampled; the Bernoulli term lets the objective move the logits all th
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from dataclasses import dataclass, field
@@ -21,11 +20,10 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 import torch
 import torch.nn.functional as F
 
-from polyvox.models.joe_ar.network import config_to_dict
 from polyvox.train import sde
 from polyvox.train.batches import Example, LatentStats, fresh_batch
-from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
-from polyvox.train.dpo import RolloutSettings, generated_example
+from polyvox.train.checkpoints import export_student, load_checkpoint, save_policy
+from polyvox.train.dpo import RolloutSettings, generated_example, policy_run_parser
 from polyvox.train.student import teacher_forcing
 
 if TYPE_CHECKING:
@@ -349,22 +347,15 @@ class GRPORun:
                 log.flush()
                 rewards.flush()
                 if self.step % config.checkpoint_every == 0 or self.step == config.steps:
-                    save_checkpoint(self.out, {"model": self.policy.state_dict(),
-                                               "optimizer": self.optimizer.state_dict(),
-                                               "step": self.step,
-                                               "student": config_to_dict(self.family.student)})
+                    save_policy(self.out, self.policy, self.optimizer, self.step,
+                                self.family.student)
                 if self.log:
                     print(json.dumps(entry), flush=True)
         export_student(self.policy.eval(), self.family.student, self.out)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Flow-GRPO on the student's own clauses "
-                                                 "(docs/posttrain.md); resumes from --out.")
-    parser.add_argument("--init", type=Path, required=True,
-                        help="the exported student (model.safetensors, its config beside it)")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--steps", type=int, required=True)
+    parser = policy_run_parser("Flow-GRPO")
     parser.add_argument("--prompts-per-step", type=int, default=GRPOConfig.prompts_per_step)
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--lr", type=float, default=GRPOConfig.learning_rate)
