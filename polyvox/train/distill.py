@@ -65,7 +65,7 @@ class TrainConfig:
     seed: int = 0
     losses: LossWeights = field(default_factory=LossWeights)
     # The training step's matrix products in bfloat16 (torch.autocast; weights, optimizer
-    # and validation stay float32): ~1.4x faster on CPUs with AMX (docs/distill.md)
+    # and validation stay float32): ~1.5x faster on CPUs with AMX (docs/distill.md)
     bf16: bool = False
     device: str = "cpu"  # where the student trains ("cuda" on a GPU); data stays on the CPU
 
