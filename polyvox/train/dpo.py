@@ -37,6 +37,7 @@ from polyvox.train.student import Batch, teacher_forcing
 if TYPE_CHECKING:
     from polyvox.asr.transcribe import Transcriber
     from polyvox.models.joe_ar.family import StudentFamily
+    from polyvox.train.rewards import ClauseRewards
 
 
 class Pair(NamedTuple):
@@ -116,7 +117,7 @@ def dpo_loss(policy: StudentFlowLM, reference: StudentFlowLM, pairs: list[Pair],
             "winner_flow": flow[:half].detach().mean(), "loser_flow": flow[half:].detach().mean()}
 
 
-def make_pairs(candidates: list[tuple[Example, float]], min_margin: float = 0.05
+def make_pairs(candidates: list[tuple[Example, float]], min_margin: float = 0.02
                ) -> Pair | None:
     """The best and the worst of one text's candidates (clause, reward), if their rewards
     differ by at least `min_margin` (closer ones teach noise)."""
@@ -133,7 +134,8 @@ def make_pairs(candidates: list[tuple[Example, float]], min_margin: float = 0.05
 class RolloutSettings:
     group: int = 4  # clauses spoken per text (seeds)
     temperature: float | None = None  # None: the student's default
-    min_margin: float = 0.05
+    # in reward total (weights sum to 3.75): 0.02 is one word in a clause of up to 13
+    min_margin: float = 0.02
     varied_speed_share: float = 0.5  # texts at a random pace (a student with pace input)
     speeds: tuple[float, float] = (0.7, 1.5)
 
@@ -159,6 +161,17 @@ def teacher_seconds(family: StudentFamily, ids: list[int]) -> float:
     return int(stage1.durations.sum()) * family.hifigan.hop_length / family.sample_rate
 
 
+def judge_clause(family: StudentFamily, latents: torch.Tensor, text: str,
+                 target_seconds: float, transcriber: Transcriber) -> ClauseRewards:
+    """The reward terms of one clause the student spoke (normalized latents [S, D]):
+    decoded as the engine decodes it, heard by the judge, scored against `text`."""
+    from polyvox.train.rewards import clause_rewards
+
+    audio = family.decode(latents[None], family.new_decoder_state())[0].numpy()
+    transcript = transcriber.transcribe(audio, family.sample_rate)
+    return clause_rewards(audio, family.sample_rate, transcript, text, target_seconds)
+
+
 @torch.no_grad()
 def score_clauses(family: StudentFamily, text: str, speed: float, seeds: list[int],
                   transcriber: Transcriber, settings: RolloutSettings
@@ -166,7 +179,6 @@ def score_clauses(family: StudentFamily, text: str, speed: float, seeds: list[in
     """Speak one clause once per seed; each as (example, total reward, reward log)."""
     from polyvox.models.joe_ar.family import StudentParams
     from polyvox.models.layers.attention import ContiguousKV
-    from polyvox.train.rewards import clause_rewards
 
     ids = family.phoneme_ids(text)
     tokens = torch.tensor(ids, dtype=torch.long)
@@ -179,9 +191,7 @@ def score_clauses(family: StudentFamily, text: str, speed: float, seeds: list[in
         latents = family.clause_latents(tokens, kv, params, torch.Generator().manual_seed(seed))
         if not len(latents):
             continue
-        audio = family.decode(latents[None], family.new_decoder_state())[0].numpy()
-        transcript = transcriber.transcribe(audio, family.sample_rate)
-        rewards = clause_rewards(audio, family.sample_rate, transcript, text, target)
+        rewards = judge_clause(family, latents, text, target, transcriber)
         example = generated_example(tokens, latents, features, family.flow_lm, speed)
         scored.append((example, rewards.total(), rewards.as_log()))
     return scored
@@ -324,13 +334,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompts", type=int, default=DPOConfig.prompts)
     parser.add_argument("--group", type=int, default=RolloutSettings.group)
     parser.add_argument("--beta", type=float, default=DPOSettings.beta)
+    parser.add_argument("--min-margin", type=float, default=RolloutSettings.min_margin,
+                        help="the least reward difference that makes a pair")
     parser.add_argument("--lr", type=float, default=DPOConfig.learning_rate)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = DPOConfig(steps=args.steps, prompts=args.prompts, learning_rate=args.lr,
                        loss=DPOSettings(beta=args.beta),
-                       rollouts=RolloutSettings(group=args.group))
+                       rollouts=RolloutSettings(group=args.group,
+                                                min_margin=args.min_margin))
     DPORun(args.init, args.out, config).train()
 
 

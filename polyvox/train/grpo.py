@@ -262,8 +262,7 @@ class GRPORun:
         """Every clause of the step's prompts, spoken `group` times and scored."""
         from polyvox.models.joe_ar.family import StudentParams
         from polyvox.text.clauses import split_text
-        from polyvox.train.dpo import prompt_speed, teacher_seconds
-        from polyvox.train.rewards import clause_rewards
+        from polyvox.train.dpo import judge_clause, prompt_speed, teacher_seconds
 
         if self.transcriber is None:
             from polyvox.asr.transcribe import Transcriber
@@ -286,11 +285,8 @@ class GRPORun:
                                              torch.Generator().manual_seed(seed))
                     if not len(rollout.paths):
                         continue
-                    audio = family.decode(rollout.paths[:, -1][None],
-                                          family.new_decoder_state())[0].numpy()
-                    transcript = self.transcriber.transcribe(audio, family.sample_rate)
-                    rewards = clause_rewards(audio, family.sample_rate, transcript, clause,
-                                             target)
+                    rewards = judge_clause(family, rollout.paths[:, -1], clause, target,
+                                           self.transcriber)
                     rollouts.append(rollout)
                     logs.append({"step": step, "prompt": index, "clause": place,
                                  "speed": speed, "seed": seed, **rewards.as_log()})

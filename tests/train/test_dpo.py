@@ -90,7 +90,7 @@ def test_pairs_are_the_best_and_the_worst_if_they_differ_enough(models) -> None:
     pair = make_pairs(list(zip(clauses, [0.4, 0.9, 0.1, 0.5])))
     assert pair is not None and pair.winner is clauses[1] and pair.loser is clauses[2]
     assert pair.margin == pytest.approx(0.8)
-    assert make_pairs(list(zip(clauses, [0.5, 0.52, 0.51, 0.5]))) is None
+    assert make_pairs(list(zip(clauses, [0.5, 0.515, 0.51, 0.5]))) is None
     assert make_pairs([(clauses[0], 1.0)]) is None
 
 
