@@ -47,6 +47,9 @@ def add_eval_parser(commands: Any) -> None:
     parser.add_argument("--limit", type=_positive_int,
                         help="only the first N sentences of each kind")
     parser.add_argument("--seed", type=int, default=0, help="every request's seed")
+    parser.add_argument("--temperature", type=float,
+                        help="the model's sampling temperature (default: its own; tune "
+                        "on --set dev); the teacher keeps its default")
     parser.add_argument("--threads", type=_positive_int, default=2,
                         help="torch and whisper CPU threads")
     parser.add_argument("--no-sentences", dest="per_sentence", action="store_false",
@@ -72,7 +75,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     options = EvalOptions(teacher=args.teacher, compare_normalize=args.compare_normalize,
                           normalize=args.normalize, seed=args.seed, threads=args.threads,
-                          weights=args.weights)
+                          weights=args.weights, temperature=args.temperature)
     items = select(args.split, args.kind, args.limit)
     kinds = KINDS if args.kind == "all" else (args.kind,)
     digests = {kind: file_digest(args.split, kind) for kind in kinds}
@@ -81,9 +84,10 @@ def run_eval(args: argparse.Namespace) -> int:
         runs = evaluate(args.model, items, options, progress=sys.stderr)
     except TranscriberUnavailable as error:
         raise ValueError(f"{error} (or `pip install 'polyvox[asr]'`)") from None
+    temperature = "" if args.temperature is None else f", temperature {args.temperature:g}"
     header = (f"polyvox eval --model {args.model}: {args.split} split, {len(items)} sentences"
               f" ({', '.join(f'{k} sha256 {d[:12]}' for k, d in digests.items())}), seed "
-              f"{args.seed}, whisper tiny.en, {date}")
+              f"{args.seed}{temperature}, whisper tiny.en, {date}")
     print(format_report(runs, per_sentence=args.per_sentence, header=header))
     if args.json_path:
         payload = {"split": args.split, "kind": args.kind, "limit": args.limit,

@@ -37,6 +37,7 @@ class EvalOptions:
     seed: int = 0
     threads: int = 2
     weights: str | None = None
+    temperature: float | None = None  # the model's (not the teacher's); None: its default
 
     def __post_init__(self) -> None:
         if self.teacher and self.compare_normalize:
@@ -47,6 +48,8 @@ class EvalOptions:
                              "--no-normalize")
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.temperature is not None and not 0 <= self.temperature <= 10:
+            raise ValueError(f"temperature must be between 0 and 10, got {self.temperature}")
 
 
 def teacher_of(model: str) -> str:
@@ -103,8 +106,11 @@ def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalO
                 label += ", normalizer " + ("on" if normalize else "off")
             elif not normalize:
                 label += ", normalizer off"
+            if options.temperature is not None and name == model:
+                label += f", temperature {options.temperature:g}"
             runs.append(judge(speaker, items, transcriber, label=label, seed=options.seed,
                               normalize=normalize, load_seconds=load_seconds,
+                              temperature=options.temperature if name == model else None,
                               progress=progress))
             load_seconds = 0.0  # counted once per model
         del speaker  # free this model before the next one loads

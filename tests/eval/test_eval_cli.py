@@ -35,6 +35,7 @@ def test_defaults_are_the_default_voice_on_the_whole_test_split() -> None:
     (["--model", "piper/joe", "--teacher"], "piper/joe has no teacher"),
     (["--model", "pocket/joe-ar", "--teacher", "--compare-normalize"], "choose one"),
     (["--compare-normalize", "--no-normalize"], "drop --no-normalize"),
+    (["--model", "pocket/joe-ar", "--temperature", "-0.5"], "between 0 and 10"),
 ])
 def test_bad_options_are_clear_errors(capsys: pytest.CaptureFixture[str], args: list[str],
                                       message: str) -> None:

@@ -4,7 +4,7 @@ whisper): what `polyvox eval` computes from what it heard."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pytest
@@ -54,9 +54,12 @@ class FakeSpeaker:
     calls: list[tuple[str, int, bool]]
     served = SimpleNamespace(name="fake/voice")
     sample_rate = 16_000
+    temperatures: list[float | None] = field(default_factory=list)
 
-    def speak(self, text: str, seed: int = 0, normalize: bool = True) -> torch.Tensor:
+    def speak(self, text: str, seed: int = 0, normalize: bool = True,
+              temperature: float | None = None) -> torch.Tensor:
         self.calls.append((text, seed, normalize))
+        self.temperatures.append(temperature)
         return torch.zeros(8_000)
 
 
@@ -71,10 +74,11 @@ class FakeListener:
 
 
 def _run(normalize: bool = True, heard: tuple[str, str] = ("20 geese flew over the bar.",
-                                                           "Your total is $12.50.")):
+                                                           "Your total is $12.50."),
+         temperature: float | None = None):
     speaker = FakeSpeaker([])
     run = judge(speaker, [READ, SERVICE], FakeListener(dict(enumerate(heard, 1))),  # type: ignore[arg-type]
-                seed=7, normalize=normalize, progress=None)
+                seed=7, normalize=normalize, temperature=temperature, progress=None)
     return speaker, run
 
 
@@ -92,6 +96,9 @@ def test_judge_speaks_each_item_through_the_speaker_and_pools_by_kind() -> None:
     assert run.audio_seconds == pytest.approx(1.0)
     _, off = _run(normalize=False)
     assert off.label == "fake/voice, normalizer off"
+    assert speaker.temperatures == [None, None]  # the model's own default
+    warm, _ = _run(temperature=0.35)
+    assert warm.temperatures == [0.35, 0.35]
 
 
 def test_report_and_json_carry_every_figure() -> None:
