@@ -53,6 +53,10 @@ class DPOSettings:
     beta: float = 200.0  # scale of the flow-loss difference (per-step mean MSE)
     eos_weight: float = 1.0
     flow_samples: int = 4  # (t, noise) draws per step, shared by policy and reference
+    # weight of the winner's own flow loss (against the reference's) added to the loss, as
+    # RPO adds the chosen answer's NLL: without it the policy widens the margin by making
+    # both clauses less likely (docs/posttrain.md, session 19)
+    winner_weight: float = 0.0
 
 
 def generated_example(tokens: torch.Tensor, latents: torch.Tensor,
@@ -111,7 +115,7 @@ def dpo_loss(policy: StudentFlowLM, reference: StudentFlowLM, pairs: list[Pair],
     half = len(pairs)
     d, e = flow - ref_flow, eos - ref_eos
     margin = settings.beta * (d[half:] - d[:half]) + settings.eos_weight * (e[:half] - e[half:])
-    loss = -F.logsigmoid(margin).mean()
+    loss = -F.logsigmoid(margin).mean() + settings.winner_weight * d[:half].mean()
     return {"loss": loss, "margin": margin.detach().mean(),
             "accuracy": (margin.detach() > 0).float().mean(),
             "winner_flow": flow[:half].detach().mean(), "loser_flow": flow[half:].detach().mean()}
@@ -334,6 +338,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompts", type=int, default=DPOConfig.prompts)
     parser.add_argument("--group", type=int, default=RolloutSettings.group)
     parser.add_argument("--beta", type=float, default=DPOSettings.beta)
+    parser.add_argument("--winner-weight", type=float, default=DPOSettings.winner_weight,
+                        help="weight of the winner's flow loss against the reference's")
     parser.add_argument("--min-margin", type=float, default=RolloutSettings.min_margin,
                         help="the least reward difference that makes a pair")
     parser.add_argument("--lr", type=float, default=DPOConfig.learning_rate)
@@ -341,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = DPOConfig(steps=args.steps, prompts=args.prompts, learning_rate=args.lr,
-                       loss=DPOSettings(beta=args.beta),
+                       loss=DPOSettings(beta=args.beta, winner_weight=args.winner_weight),
                        rollouts=RolloutSettings(group=args.group,
                                                 min_margin=args.min_margin))
     DPORun(args.init, args.out, config).train()

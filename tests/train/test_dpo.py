@@ -134,3 +134,34 @@ def test_a_dpo_run_collects_pairs_trains_resumes_and_exports(tiny_config, teache
     assert [f.stat().st_mtime_ns for f in files] == before  # the pairs are kept
     steps = [json.loads(line) for line in (tmp_path / "dpo" / "log.jsonl").open()]
     assert [s["step"] for s in steps] == [1, 2, 3]
+
+
+
+def _trained(policy, reference, pairs, settings: DPOSettings, steps: int = 15):
+    policy = copy.deepcopy(policy)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+    for step in range(steps):
+        policy.train()
+        out = dpo_loss(policy, reference, pairs, _stats(reference), settings,
+                       torch.Generator().manual_seed(step))
+        optimizer.zero_grad()
+        out["loss"].backward()
+        optimizer.step()
+    return policy.eval()
+
+
+def test_the_winner_term_keeps_the_winners_likely(models) -> None:
+    policy, reference = models
+    pairs = [Pair(_clause(policy, 2 * i, 6 + i), _clause(policy, 2 * i + 1, 8 - i), 0.3)
+             for i in range(3)]
+    plain, anchored = DPOSettings(beta=50.0), DPOSettings(beta=50.0, winner_weight=50.0)
+    stats = _stats(policy)
+
+    def judged(model, settings):
+        return dpo_loss(model, reference, pairs, stats, settings,
+                        torch.Generator().manual_seed(99))
+
+    without = judged(_trained(policy, reference, pairs, plain), plain)
+    with_term = judged(_trained(policy, reference, pairs, anchored), anchored)
+    assert float(with_term["winner_flow"]) < float(without["winner_flow"])
+    assert float(with_term["margin"]) > 0  # the winners are still preferred
