@@ -106,12 +106,12 @@ def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalO
                 label += ", normalizer " + ("on" if normalize else "off")
             elif not normalize:
                 label += ", normalizer off"
-            if options.temperature is not None and name == model:
-                label += f", temperature {options.temperature:g}"
+            temperature = options.temperature if name == model else None  # not the teacher's
+            if temperature is not None:
+                label += f", temperature {temperature:g}"
             runs.append(judge(speaker, items, transcriber, label=label, seed=options.seed,
                               normalize=normalize, load_seconds=load_seconds,
-                              temperature=options.temperature if name == model else None,
-                              progress=progress))
+                              temperature=temperature, progress=progress))
             load_seconds = 0.0  # counted once per model
         del speaker  # free this model before the next one loads
     return runs

@@ -121,7 +121,12 @@ def dpo_loss(policy: StudentFlowLM, reference: StudentFlowLM, pairs: list[Pair],
             "winner_flow": flow[:half].detach().mean(), "loser_flow": flow[half:].detach().mean()}
 
 
-def make_pairs(candidates: list[tuple[Example, float]], min_margin: float = 0.02
+# the least reward-total difference that makes a pair (weights sum to 3.75): 0.02 is one
+# word in a clause of up to 13
+MIN_MARGIN = 0.02
+
+
+def make_pairs(candidates: list[tuple[Example, float]], min_margin: float = MIN_MARGIN
                ) -> Pair | None:
     """The best and the worst of one text's candidates (clause, reward), if their rewards
     differ by at least `min_margin` (closer ones teach noise)."""
@@ -138,8 +143,7 @@ def make_pairs(candidates: list[tuple[Example, float]], min_margin: float = 0.02
 class RolloutSettings:
     group: int = 4  # clauses spoken per text (seeds)
     temperature: float | None = None  # None: the student's default
-    # in reward total (weights sum to 3.75): 0.02 is one word in a clause of up to 13
-    min_margin: float = 0.02
+    min_margin: float = MIN_MARGIN
     varied_speed_share: float = 0.5  # texts at a random pace (a student with pace input)
     speeds: tuple[float, float] = (0.7, 1.5)
 

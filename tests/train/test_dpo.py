@@ -136,7 +136,6 @@ def test_a_dpo_run_collects_pairs_trains_resumes_and_exports(tiny_config, teache
     assert [s["step"] for s in steps] == [1, 2, 3]
 
 
-
 def _trained(policy, reference, pairs, settings: DPOSettings, steps: int = 15):
     policy = copy.deepcopy(policy)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
