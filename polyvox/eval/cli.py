@@ -50,6 +50,9 @@ def add_eval_parser(commands: Any) -> None:
     parser.add_argument("--temperature", type=float,
                         help="the model's sampling temperature (default: its own; tune "
                         "on --set dev); the teacher keeps its default")
+    parser.add_argument("--head-draws", type=_positive_int,
+                        help="a distilled student's noises averaged per step (1 or even; "
+                        "default: its config's; tune on --set dev)")
     parser.add_argument("--threads", type=_positive_int, default=2,
                         help="torch and whisper CPU threads")
     parser.add_argument("--no-sentences", dest="per_sentence", action="store_false",
@@ -75,7 +78,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
     options = EvalOptions(teacher=args.teacher, compare_normalize=args.compare_normalize,
                           normalize=args.normalize, seed=args.seed, threads=args.threads,
-                          weights=args.weights, temperature=args.temperature)
+                          weights=args.weights, temperature=args.temperature,
+                          head_draws=args.head_draws)
     items = select(args.split, args.kind, args.limit)
     kinds = KINDS if args.kind == "all" else (args.kind,)
     digests = {kind: file_digest(args.split, kind) for kind in kinds}

@@ -38,6 +38,7 @@ class EvalOptions:
     threads: int = 2
     weights: str | None = None
     temperature: float | None = None  # the model's (not the teacher's); None: its default
+    head_draws: int | None = None  # a distilled student's (StudentConfig); None: its config's
 
     def __post_init__(self) -> None:
         if self.teacher and self.compare_normalize:
@@ -50,6 +51,10 @@ class EvalOptions:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if self.temperature is not None and not 0 <= self.temperature <= 10:
             raise ValueError(f"temperature must be between 0 and 10, got {self.temperature}")
+        if self.head_draws is not None:
+            from polyvox.models.pocket.heads import check_draws
+
+            check_draws(self.head_draws)
 
 
 def teacher_of(model: str) -> str:
@@ -80,6 +85,18 @@ def _load_speaker(model: str, weights: str | None) -> Speaker:
     return speaker
 
 
+def set_head_draws(speaker: Speaker, name: str, draws: int) -> None:
+    """Override a distilled student's head draws (its config's `head_draws`)."""
+    family = speaker.served.family
+    if not hasattr(family, "student"):
+        raise ValueError(f"--head-draws is a setting of a distilled student "
+                         f"(pocket/joe-ar), not of {name}")
+    from polyvox.models.pocket.heads import check_draws
+
+    check_draws(draws)
+    family.flow_lm.head_draws = draws
+
+
 def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalOptions(),
              progress: TextIO | None = None) -> list[VoiceRun]:
     """The runs the options ask for, in report order; `progress` gets a line per sentence.
@@ -97,6 +114,8 @@ def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalO
     for name, weights in plans:
         start = time.perf_counter()
         speaker = _load_speaker(name, weights)
+        if name == model and options.head_draws is not None:
+            set_head_draws(speaker, name, options.head_draws)
         load_seconds = time.perf_counter() - start
         transcriber = transcriber or Transcriber(threads=options.threads)
         settings = [False, True] if options.compare_normalize else [options.normalize]
@@ -109,6 +128,8 @@ def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalO
             temperature = options.temperature if name == model else None  # not the teacher's
             if temperature is not None:
                 label += f", temperature {temperature:g}"
+            if name == model and options.head_draws is not None:
+                label += f", head draws {options.head_draws}"
             runs.append(judge(speaker, items, transcriber, label=label, seed=options.seed,
                               normalize=normalize, load_seconds=load_seconds,
                               temperature=temperature, progress=progress))

@@ -166,18 +166,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--paragraphs", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--head-draws", type=int,
+                        help="noises averaged per step (default: the config's)")
     parser.add_argument("--json", dest="json_path", type=Path)
     args = parser.parse_args(argv)
     import torch
 
     from polyvox.asr.transcribe import Transcriber
+    from polyvox.eval.evaluate import set_head_draws
     from polyvox.speak import Speaker
+
+    def load(**kwargs: Any) -> Speaker:
+        speaker = Speaker.load(args.model, weights=args.weights, **kwargs)
+        if args.head_draws is not None:
+            set_head_draws(speaker, args.model, args.head_draws)
+        return speaker
 
     torch.set_num_threads(args.threads)
     transcriber = Transcriber(threads=args.threads)
     read = load_items(args.split, "read")
     report = Report(args.model, args.weights, args.split)
-    speaker = Speaker.load(args.model, weights=args.weights)
+    speaker = load()
     speeds = [float(s) for s in args.speeds.split(",") if s]
     for speed in speeds:
         try:
@@ -189,8 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     if speeds:
         report.pace = judge_pace(speaker, transcriber, read[: args.limit], speeds, args.seed)
     groups = paragraphs(read, args.paragraphs, args.seed)
-    chained = Speaker.load(args.model, weights=args.weights, chaining="chained")
-    fresh = Speaker.load(args.model, weights=args.weights, chaining="pocket")
+    chained, fresh = load(chaining="chained"), load(chaining="pocket")
     report.chains = judge_chains({"pocket": fresh, "chained": chained}, transcriber, groups,
                                  args.seed)
     del chained, fresh

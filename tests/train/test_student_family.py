@@ -17,15 +17,17 @@ from polyvox.models.joe_ar.network import config_to_dict
 TEXT = "The kite flew. It came back, slowly."
 
 
-@pytest.fixture(scope="module", params=["prior", "z", "prior+features"])
+@pytest.fixture(scope="module", params=["prior", "z", "prior+features", "prior+draws"])
 def family(request, tiny_config, teacher, tmp_path_factory: pytest.TempPathFactory):
     """A tiny student of either teacher latent: the prior's mean (decoded through the
-    teacher's flow) or z; "+features": it also reads the teacher's text encoding."""
+    teacher's flow) or z; "+features": it also reads the teacher's text encoding;
+    "+draws": each step averages 4 head draws (the shipped voice's kind of setting)."""
     from polyvox.models.joe_ar.family import load_student_family
 
-    latent, _, features = request.param.partition("+")
+    latent, _, extra = request.param.partition("+")
     config = dataclasses.replace(tiny_config, teacher_latent=latent,
-                                 text_features="teacher_prior" if features else None)
+                                 text_features="teacher_prior" if extra == "features" else None,
+                                 head_draws=4 if extra == "draws" else 1)
     path = tmp_path_factory.mktemp("student") / "tiny.yaml"
     path.write_text(yaml.safe_dump(config_to_dict(config)))
     return load_student_family(path, seed=1)  # random weights: noise, but deterministic

@@ -31,6 +31,7 @@ from polyvox.models.pocket.config import (
     LookupTableConfig,
 )
 from polyvox.models.pocket.flow_lm import FlowLM
+from polyvox.models.pocket.heads import check_draws
 from polyvox.models.pocket.weights import load_strict
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "pocket" / "joe_ar.yaml"
@@ -58,6 +59,9 @@ class StudentConfig:
     # at zero; the teacher data spans SPEED_RANGE.
     speed_input: bool = False
     default_temperature: float = 1.0
+    # Each AR step's latent is the mean of the head run from this many noises (1 or
+    # even; heads.sample): the head's conditional mean at that many head rows per row.
+    head_draws: int = 1
     default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
     frames_after_eos: int = 0  # AR steps kept after the EOS step
     weights_path: str | None = None  # relative to the config file
@@ -68,6 +72,7 @@ class StudentConfig:
             raise ValueError("frames_per_step must be >= 1")
         if self.flow_lm.flow.type != "flow_matching":
             raise ValueError("the distilled student trains a flow_matching head only")
+        check_draws(self.head_draws)
         if self.teacher_latent not in ("prior", "z"):
             raise ValueError(f"teacher_latent must be 'prior' or 'z', not {self.teacher_latent!r}")
         if self.text_features not in (None, "teacher_prior"):
@@ -130,6 +135,7 @@ class StudentFlowLM(FlowLM):
     def __init__(self, config: StudentConfig) -> None:
         super().__init__(config.flow_lm, config.latent_dim, voice_latent_dim=1)
         self.feature_channels = config.latent_channels
+        self.head_draws = config.head_draws
         self.prior_proj: nn.Linear | None = None
         self.speed_proj: nn.Linear | None = None
         if config.text_features == "teacher_prior":

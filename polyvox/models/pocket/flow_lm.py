@@ -44,6 +44,9 @@ class FlowLM(nn.Module):
         d_model = backbone.d_model
         self.config, self.latent_dim, self.d_model = config, latent_dim, d_model
         self.sampler_type = config.flow.type
+        # Noises per row whose samples are averaged (polyvox.models.pocket.heads.sample);
+        # 1 for pocket-tts' models, a distilled student's config may set more.
+        self.head_draws = 1
         self.conditioner = TextEmbedding(
             config.lookup_table.n_bins, config.lookup_table.dim, config.lookup_table.rank
         )
@@ -117,7 +120,9 @@ class FlowLM(nn.Module):
         Returns (next latents [B, latent_dim], EOS logits [B]).
         """
         hidden, eos_logits = self.step_hidden(latents, positions, kv)
-        return sample(self.flow_net, self.sampler_type, hidden, noise, num_sampler_steps), eos_logits
+        latents = sample(self.flow_net, self.sampler_type, hidden, noise, num_sampler_steps,
+                         self.head_draws)
+        return latents, eos_logits
 
     def step_hidden(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore
                     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -124,8 +124,52 @@ class SamplerHead(nn.Module):
 
 
 def sample(head: SamplerHead, kind: str, cond: torch.Tensor, noise: torch.Tensor,
-           num_steps: int) -> torch.Tensor:
-    """Run a sampler of type `kind` from noise [B, latent_dim] -> latent [B, latent_dim]."""
+           num_steps: int, draws: int = 1) -> torch.Tensor:
+    """Run a sampler of type `kind` from noise [B, latent_dim] -> latent [B, latent_dim].
+
+    draws > 1 (even) returns the mean of the sampler run from `draws` noises made of each
+    row's own: n, -n, then fixed permutations of n's values and their negatives. That
+    estimates the head's conditional mean (what a head with deterministic targets is
+    asked for) at `draws` head rows per row; the antithetic pairs cancel the part of the
+    noise the head passes straight through. Row by row, so a batch equals its rows run
+    one at a time, and seeded like the single draw."""
+    if draws == 1:
+        return _sample(head, kind, cond, noise, num_steps)
+    check_draws(draws)
+    rows, dim = noise.shape
+    noises = torch.stack([sign * noise[:, order]
+                          for order in _noise_orders(dim, draws // 2, noise.device)
+                          for sign in (1, -1)], 1)  # [B, draws, D]
+    conds = cond[:, None].expand(rows, draws, cond.shape[-1]).reshape(rows * draws, -1)
+    out = _sample(head, kind, conds, noises.reshape(rows * draws, dim), num_steps)
+    return out.reshape(rows, draws, dim).mean(1)
+
+
+MAX_DRAWS = 64
+
+
+def check_draws(draws: int) -> None:
+    """ValueError unless `draws` is 1 or even, up to MAX_DRAWS."""
+    if not (draws == 1 or 2 <= draws <= MAX_DRAWS and draws % 2 == 0):
+        raise ValueError(f"head draws must be 1 or even up to {MAX_DRAWS}, not {draws}")
+
+
+_ORDERS: dict[tuple[int, int, str], list[torch.Tensor]] = {}
+
+
+def _noise_orders(dim: int, count: int, device: torch.device) -> list[torch.Tensor]:
+    """The identity, then count - 1 fixed (seeded) permutations of range(dim)."""
+    key = (dim, count, str(device))
+    if key not in _ORDERS:
+        generator = torch.Generator().manual_seed(dim)
+        orders = [torch.arange(dim)] + [torch.randperm(dim, generator=generator)
+                                        for _ in range(count - 1)]
+        _ORDERS[key] = [order.to(device) for order in orders]
+    return _ORDERS[key]
+
+
+def _sample(head: SamplerHead, kind: str, cond: torch.Tensor, noise: torch.Tensor,
+            num_steps: int) -> torch.Tensor:
     if kind == "drifting":
         return head(cond, noise)
     if kind == "pointwise":
