@@ -131,7 +131,9 @@ class Distiller:
             self.model.emb_mean.copy_(stats.mean)
             self.model.emb_std.copy_(stats.std)
         else:
-            if state["student"] != config_to_dict(student):
+            # a field added to the config after the checkpoint was written takes its value
+            current = config_to_dict(student)
+            if {**current, **state["student"]} != current:
                 raise ValueError(f"{self.out} holds a checkpoint of another student config: "
                                  "use another --out or the same --config")
             self.model.load_state_dict(state["model"])
@@ -207,12 +209,12 @@ class Distiller:
         if not self.validation:
             return {}
         rng = random.Random(0)
-        generator = torch.Generator().manual_seed(0)
+        generator, emitted = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
         totals: dict[str, float] = {}
         chunks = [self.validation[i: i + 8] for i in range(0, len(self.validation), 8)]
         for chunk in chunks:
             batch = _to(make_batch(chunk, self.stats, rng), self.config.device)
-            losses = student_losses(self.model, batch, self.config.losses, generator)
+            losses = student_losses(self.model, batch, self.config.losses, generator, emitted)
             for name, value in losses.items():
                 totals[name] = totals.get(name, 0.0) + float(value) / len(chunks)
         return totals
@@ -270,6 +272,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bf16", action="store_true",
                         help="the step's matrix products in bfloat16 (autocast; weights stay "
                              "float32): faster on CPUs with AMX and on GPUs")
+    parser.add_argument("--emitted-loss", type=float, default=0.0,
+                        help="weight of the loss on the step generation emits (the mean of "
+                             "the config's head draws); 0: off, still reported in validation")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = TrainConfig(steps=args.steps, learning_rate=args.lr, warmup_steps=args.warmup,
@@ -277,6 +282,11 @@ def main(argv: list[str] | None = None) -> None:
                          checkpoint_every=args.checkpoint_every, seed=args.seed, bf16=args.bf16,
                          device=args.device)
     student = load_config(args.config)
+    if args.emitted_loss < 0:
+        parser.error("--emitted-loss must be >= 0")
+    config = dataclasses.replace(config, losses=LossWeights(
+        emitted=args.emitted_loss, emitted_draws=student.head_draws,
+        emitted_temperature=student.default_temperature))
     if args.speed_input:
         student = dataclasses.replace(student, speed_input=True)
     Distiller(student, config, args.data, args.out, init=args.init).train()

@@ -12,6 +12,10 @@ l_k and the last input (l_{S-1}) predicts EOS. Losses:
 - guided attention: chosen heads of chosen layers are pushed to attend to the phonemes
   the teacher speaks during the predicted step (from its durations), -log of the
   attention mass inside that band. Only training needs the durations.
+- emitted (optional): the squared error of the step generation emits, the head's
+  one-step mean over averaged draws at the inference temperature (heads.sample), against
+  the teacher's step. Validation always reports it: the flow loss is mostly the noise a
+  single draw keeps, which the draws remove (docs/distill.md, session 20).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import torch.nn.functional as F
 from polyvox.models.layers.attention import NoCache, apply_rope
 from polyvox.models.layers.transformer import TransformerLayer
 from polyvox.models.pocket.flow_lm import FlowLM
+from polyvox.models.pocket.heads import sample
 
 
 def count_parameters(model: torch.nn.Module) -> int:
@@ -59,6 +64,11 @@ class LossWeights:
     input_noise: float = 0.2
     guide_layers: tuple[int, ...] = (1, 2)
     guide_heads: int = 2  # the first heads of each guided layer
+    # The emitted-step loss: its weight (0: off), and the draws and temperature of the
+    # generation it measures (joe_ar.yaml's head_draws and default_temperature).
+    emitted: float = 0.0
+    emitted_draws: int = 2
+    emitted_temperature: float = 0.2
 
 
 def _capture_attention(flow_lm: FlowLM, layers: tuple[int, ...]) -> tuple[list[Any], dict]:
@@ -119,8 +129,11 @@ def teacher_forcing(flow_lm: FlowLM, batch: Batch) -> tuple[torch.Tensor, torch.
 
 
 def student_losses(flow_lm: FlowLM, batch: Batch, weights: LossWeights,
-                   generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """The losses of one teacher-forcing batch; "total" is what to minimize."""
+                   generator: torch.Generator,
+                   emitted_generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """The losses of one teacher-forcing batch; "total" is what to minimize. "emitted" is
+    computed when weighted or when `emitted_generator` is given (its noise then comes
+    from there, so measuring it leaves the other draws as they were)."""
     if weights.input_noise:
         # draws come from the CPU generator on every device: the same run anywhere
         noise = torch.randn(batch.latents_in.shape, generator=generator).to(batch.latents_in.device)
@@ -146,5 +159,20 @@ def student_losses(flow_lm: FlowLM, batch: Batch, weights: LossWeights,
     if captured:
         losses["guide"] = _guide_loss(captured, batch, weights.guide_heads)
         total = total + weights.guide * losses["guide"]
+    if weights.emitted or emitted_generator is not None:
+        losses["emitted"] = _emitted_loss(flow_lm, hidden[batch.has_target],
+                                          batch.targets[batch.has_target], weights,
+                                          emitted_generator or generator)
+        total = total + weights.emitted * losses["emitted"]
     losses["total"] = total
     return losses
+
+
+def _emitted_loss(flow_lm: FlowLM, cond: torch.Tensor, target: torch.Tensor,
+                  weights: LossWeights, generator: torch.Generator) -> torch.Tensor:
+    """MSE of the step generation emits (one Euler step from t = 0, the mean over
+    `emitted_draws` noises of variance `emitted_temperature`) against the teacher's."""
+    noise = torch.randn(target.shape, generator=generator).to(target.device)
+    noise = noise * weights.emitted_temperature ** 0.5
+    emitted = sample(flow_lm.flow_net, "flow_matching", cond, noise, 1, weights.emitted_draws)
+    return F.mse_loss(emitted, target)

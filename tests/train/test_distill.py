@@ -245,3 +245,58 @@ def test_a_bf16_step_follows_the_float32_gradient(tiny_config, teacher_data: Pat
     cosine = torch.nn.functional.cosine_similarity(grads[False], grads[True], dim=0)
     assert float(cosine) > 0.99, float(cosine)
     assert not torch.equal(grads[False], grads[True])  # bfloat16 really ran
+
+
+def test_the_emitted_step_loss_is_measured_without_moving_the_other_draws(
+        tiny_config, teacher_data: Path, tmp_path: Path) -> None:
+    """Validation reports the error of what generation emits (the mean of the head over
+    its draws at the inference temperature); measuring it changes no other loss, and
+    weighting it adds it to the total and to the gradient."""
+    from polyvox.models.pocket.heads import sample
+    from polyvox.train.student import student_losses
+
+    distiller = Distiller(tiny_config, _config(1), teacher_data, tmp_path, log=False)
+    batch = distiller.batch(0)
+
+    def losses(weights: LossWeights, measure: bool) -> dict[str, torch.Tensor]:
+        return student_losses(distiller.model, batch, weights, torch.Generator().manual_seed(3),
+                              torch.Generator().manual_seed(4) if measure else None)
+
+    quiet = LossWeights(input_noise=0.0)  # the fed-back latents as the batch has them
+    plain, measured = losses(quiet, False), losses(quiet, True)
+    assert "emitted" not in plain and "emitted" in measured
+    for name in ("flow", "eos", "total"):
+        assert torch.equal(plain[name], measured[name]), name
+    # the reference: the same noise through the plain sampler, by hand
+    with torch.no_grad():
+        hidden, _ = teacher_forcing(distiller.model, batch)
+        cond, target = hidden[batch.has_target], batch.targets[batch.has_target]
+        noise = torch.randn(target.shape, generator=torch.Generator().manual_seed(4)) * 0.2**0.5
+        head = distiller.model.flow_net
+        mean = (sample(head, "flow_matching", cond, noise, 1)
+                + sample(head, "flow_matching", cond, -noise, 1)) / 2
+        torch.testing.assert_close(measured["emitted"], ((mean - target) ** 2).mean())
+    weighted = losses(dataclasses.replace(quiet, emitted=2.0), False)
+    torch.testing.assert_close(weighted["total"] - plain["total"], 2.0 * weighted["emitted"])
+    gradients = []
+    for total in (plain["total"], weighted["total"]):
+        distiller.model.zero_grad()
+        total.backward()
+        gradients.append(distiller.model.out_norm.weight.grad.clone())  # the backbone's
+    assert (gradients[0] - gradients[1]).abs().max() > 1e-6
+
+
+def test_a_checkpoint_from_before_a_new_config_field_resumes(tiny_config, teacher_data: Path,
+                                                            tmp_path: Path) -> None:
+    Distiller(tiny_config, _config(1), teacher_data, tmp_path, log=False).train()
+    from polyvox.train.checkpoints import load_checkpoint, save_checkpoint
+
+    state = load_checkpoint(tmp_path)
+    del state["student"]["head_draws"]  # as written before the field existed
+    save_checkpoint(tmp_path, state)
+    assert Distiller(tiny_config, _config(2), teacher_data, tmp_path, log=False).step == 1
+    drawn = dataclasses.replace(tiny_config, head_draws=4)  # a real change is still refused
+    state["student"]["head_draws"] = 2
+    save_checkpoint(tmp_path, state)
+    with pytest.raises(ValueError, match="another student config"):
+        Distiller(drawn, _config(2), teacher_data, tmp_path, log=False)
