@@ -114,8 +114,11 @@ def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalO
     for name, weights in plans:
         start = time.perf_counter()
         speaker = _load_speaker(name, weights)
-        if name == model and options.head_draws is not None:
-            set_head_draws(speaker, name, options.head_draws)
+        # the model's own settings, not the teacher's
+        temperature, draws = (options.temperature, options.head_draws) if name == model \
+            else (None, None)
+        if draws is not None:
+            set_head_draws(speaker, name, draws)
         load_seconds = time.perf_counter() - start
         transcriber = transcriber or Transcriber(threads=options.threads)
         settings = [False, True] if options.compare_normalize else [options.normalize]
@@ -125,11 +128,10 @@ def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalO
                 label += ", normalizer " + ("on" if normalize else "off")
             elif not normalize:
                 label += ", normalizer off"
-            temperature = options.temperature if name == model else None  # not the teacher's
             if temperature is not None:
                 label += f", temperature {temperature:g}"
-            if name == model and options.head_draws is not None:
-                label += f", head draws {options.head_draws}"
+            if draws is not None:
+                label += f", head draws {draws}"
             runs.append(judge(speaker, items, transcriber, label=label, seed=options.seed,
                               normalize=normalize, load_seconds=load_seconds,
                               temperature=temperature, progress=progress))
