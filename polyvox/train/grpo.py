@@ -37,6 +37,12 @@ class SDESettings:
     steps: int = 4  # SDE steps per AR step
     a: float = 0.5  # noise level (sde.noise_level); > 0 for a log-probability
     temperature: float = 0.2  # variance of the starting noise (the student's default)
+    # > 1: the step's mean averaged over the noise's draws, as generation with the
+    # student's head_draws (one step only: sde.transition)
+    draws: int = 1
+
+    def __post_init__(self) -> None:
+        sde.check_draws(self.steps, self.draws)
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,9 @@ class Rollout:
 
 def _velocity(flow_lm: StudentFlowLM, cond: torch.Tensor) -> sde.Velocity:
     def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
-        return flow_lm.flow_net(cond, torch.full((x.shape[0], 1), t), x)
+        # x may hold each row's draws, row-major (sde.transition)
+        rows = cond.repeat_interleave(x.shape[0] // cond.shape[0], dim=0)
+        return flow_lm.flow_net(rows, torch.full((x.shape[0], 1), t), x)
 
     return velocity
 
@@ -89,8 +97,9 @@ def rollout_clause(family: StudentFamily, ids: list[int], params: StudentParams,
         start = torch.randn(1, family.latent_dim, generator=generator) \
             * math.sqrt(settings.temperature)
         path = sde.sample(_velocity(flow_lm, hidden), start, settings.steps, settings.a,
-                          generator)
-        total += float(sde.log_prob(_velocity(flow_lm, hidden), path, settings.a)[0])
+                          generator, settings.draws)
+        total += float(sde.log_prob(_velocity(flow_lm, hidden), path, settings.a,
+                                    settings.draws)[0])
         paths.append(torch.cat(path))  # [K + 1, D]
         latent = path[-1]
     eos = float(_eos_log_likelihood(torch.cat(logits), ended))
@@ -127,7 +136,7 @@ def rollout_terms(flow_lm: StudentFlowLM, rollouts: list[Rollout], stats: Latent
         cond = hidden[row][batch.has_target[row]]  # [S, d], one per generated step
         states = list(rollout.paths.transpose(0, 1))  # K + 1 of [S, D]
         log_probs, means, stds = sde.transition_terms(_velocity(flow_lm, cond), states,
-                                                      settings.a)
+                                                      settings.a, settings.draws)
         # the logits at BOS and every latent input; a clause cut at its cap never stepped
         # its last latent
         logits = eos_logits[row][batch.has_eos[row]]
@@ -359,6 +368,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clip", type=float, default=GRPOSettings.clip)
     parser.add_argument("--noise", type=float, default=SDESettings.a,
                         help="the SDE's noise level a (sde.noise_level)")
+    parser.add_argument("--sde-steps", type=int, default=SDESettings.steps,
+                        help="SDE steps per AR step")
+    parser.add_argument("--draws", type=int, default=SDESettings.draws,
+                        help="average each step's mean over this many noise draws, as "
+                             "generation does with head_draws (needs --sde-steps 1)")
     parser.add_argument("--updates-per-step", type=int, default=GRPOConfig.updates_per_step)
     parser.add_argument("--checkpoint-every", type=int, default=GRPOConfig.checkpoint_every)
     parser.add_argument("--threads", type=int, default=1)
@@ -367,7 +381,8 @@ def main(argv: list[str] | None = None) -> None:
     config = GRPOConfig(steps=args.steps, prompts_per_step=args.prompts_per_step,
                         learning_rate=args.lr, updates_per_step=args.updates_per_step,
                         checkpoint_every=args.checkpoint_every,
-                        sampler=SDESettings(a=args.noise),
+                        sampler=SDESettings(steps=args.sde_steps, a=args.noise,
+                                            draws=args.draws),
                         objective=GRPOSettings(clip=args.clip, kl=args.kl),
                         rollouts=RolloutSettings(group=args.group))
     GRPORun(args.init, args.out, config).train()

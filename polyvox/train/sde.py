@@ -14,6 +14,12 @@ cancel). Euler-Maruyama over steps t_k = k / K gives Gaussian transitions
 
 with sigma_t = a * sqrt((1 - t) / (t + h)): large near the noise end (where the
 correction is mild), vanishing at the data end. `a` = 0 is the plain Euler ODE sampler.
+
+With `draws` > 1 (one step only) the transition's mean is the average of that mean over
+the noises the student's generation averages (heads.draw_noises: x0, -x0, ...), so at
+a = 0 the sample is exactly what the engine emits (heads.sample with head draws), and
+a > 0 adds Gaussian exploration of std a around it: a policy whose mean is the shipped
+sampler (docs/posttrain.md, "Flow-GRPO on the emitted step").
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from collections.abc import Callable
 
 import torch
 
+from polyvox.models.pocket.heads import check_draws as heads_check_draws
+from polyvox.models.pocket.heads import draw_noises
+
 Velocity = Callable[[torch.Tensor, float], torch.Tensor]  # (x [B, D], t) -> v [B, D]
 
 
@@ -30,35 +39,48 @@ def noise_level(t: float, h: float, a: float) -> float:
     return a * math.sqrt((1 - t) / (t + h))
 
 
-def transition(velocity: Velocity, x: torch.Tensor, t: float, h: float, a: float
-               ) -> tuple[torch.Tensor, float]:
-    """The mean of the next state and the transition's standard deviation."""
+def transition(velocity: Velocity, x: torch.Tensor, t: float, h: float, a: float,
+               draws: int = 1) -> tuple[torch.Tensor, float]:
+    """The mean of the next state and the transition's standard deviation; with `draws`,
+    the mean averaged over x's draws (the velocity sees B x draws rows, row-major)."""
+    rows, dim = x.shape
+    if draws > 1:
+        x = draw_noises(x, draws).reshape(rows * draws, dim)
     v = velocity(x, t)
     sigma = noise_level(t, h, a)
     mean = x + h * (v - sigma**2 / (2 * (1 - t)) * (x - t * v))
-    return mean, sigma * math.sqrt(h)
+    return mean.reshape(rows, draws, dim).mean(1), sigma * math.sqrt(h)
+
+
+def check_draws(steps: int, draws: int) -> None:
+    """ValueError unless the draws are the head's (1 or even) and, if several, one step."""
+    heads_check_draws(draws)
+    if draws > 1 and steps != 1:
+        raise ValueError(f"averaged draws need one sampler step, not {steps}")
 
 
 def sample(velocity: Velocity, x0: torch.Tensor, steps: int, a: float,
-           generator: torch.Generator | None = None) -> list[torch.Tensor]:
+           generator: torch.Generator | None = None, draws: int = 1) -> list[torch.Tensor]:
     """A trajectory [x0, x1, ..., x_K] from noise `x0`; x_K is the sample."""
+    check_draws(steps, draws)
     h, states = 1.0 / steps, [x0]
     for k in range(steps):
-        mean, std = transition(velocity, states[-1], k * h, h, a)
+        mean, std = transition(velocity, states[-1], k * h, h, a, draws)
         noise = torch.randn(mean.shape, generator=generator) if std > 0 else 0.0
         states.append(mean + std * noise)
     return states
 
 
-def transition_terms(velocity: Velocity, states: list[torch.Tensor], a: float
-                     ) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
+def transition_terms(velocity: Velocity, states: list[torch.Tensor], a: float,
+                     draws: int = 1) -> tuple[torch.Tensor, torch.Tensor, list[float]]:
     """Per row and step, the log-density of each transition [B, K], the transitions'
     means [B, K, D] and their standard deviations (K floats). Needs a > 0."""
     steps = len(states) - 1
+    check_draws(steps, draws)
     h = 1.0 / steps
     log_probs, means, stds = [], [], []
     for k in range(steps):
-        mean, std = transition(velocity, states[k], k * h, h, a)
+        mean, std = transition(velocity, states[k], k * h, h, a, draws)
         z = (states[k + 1] - mean) / std
         log_probs.append(-0.5 * (z**2).sum(dim=-1)
                          - z.shape[-1] * (math.log(std) + 0.5 * math.log(2 * math.pi)))
@@ -67,7 +89,8 @@ def transition_terms(velocity: Velocity, states: list[torch.Tensor], a: float
     return torch.stack(log_probs, dim=1), torch.stack(means, dim=1), stds
 
 
-def log_prob(velocity: Velocity, states: list[torch.Tensor], a: float) -> torch.Tensor:
+def log_prob(velocity: Velocity, states: list[torch.Tensor], a: float, draws: int = 1
+             ) -> torch.Tensor:
     """Per row, the log-density of the trajectory's transitions under `velocity` [B]
     (differentiable through it: the policy's term of the GRPO ratio). Needs a > 0."""
-    return transition_terms(velocity, states, a)[0].sum(dim=1)
+    return transition_terms(velocity, states, a, draws)[0].sum(dim=1)

@@ -28,8 +28,10 @@ def paced(tiny_config, teacher, tmp_path_factory):
 
 
 @pytest.mark.parametrize("threshold", [-1e9, 1e9])  # ends at its 7th step / at its cap
-def test_teacher_forcing_gives_the_generation_log_probability(paced, threshold) -> None:
-    settings = SDESettings(steps=3, a=0.5, temperature=1.0)
+@pytest.mark.parametrize("steps, draws", [(3, 1), (1, 2)])  # the SDE / the emitted step
+def test_teacher_forcing_gives_the_generation_log_probability(paced, threshold, steps,
+                                                              draws) -> None:
+    settings = SDESettings(steps=steps, a=0.5, temperature=1.0, draws=draws)
     ids = paced.phoneme_ids("It came back.")
     rollouts = []
     for seed, speed in ((1, 1.0), (2, 1.3)):
@@ -38,7 +40,7 @@ def test_teacher_forcing_gives_the_generation_log_probability(paced, threshold) 
         rollouts.append(rollout_clause(paced, ids, params, settings,
                                        torch.Generator().manual_seed(seed)))
     assert all(r.ended == (threshold < 0) for r in rollouts)
-    assert rollouts[0].paths.shape[1:] == (4, 768)
+    assert rollouts[0].paths.shape[1:] == (steps + 1, 768)
     flow_lm = paced.flow_lm
     stats = LatentStats(flow_lm.emb_mean.clone(), flow_lm.emb_std.clone())
     with torch.no_grad():
@@ -64,14 +66,16 @@ def test_group_advantages_are_standardized_and_zero_when_the_group_agrees() -> N
     assert not group_advantages(torch.tensor([0.7, 0.7, 0.7])).any()
 
 
-@pytest.mark.parametrize("per_dimension", [False, True])
-def test_grpo_steps_raise_the_better_rollouts_probability(paced, per_dimension) -> None:
+@pytest.mark.parametrize("per_dimension, steps, draws", [(False, 2, 1), (True, 2, 1),
+                                                          (True, 1, 2)])
+def test_grpo_steps_raise_the_better_rollouts_probability(paced, per_dimension, steps,
+                                                          draws) -> None:
     """At the sampling policy the ratio is 1 and the KL 0; steps on a group make the
     rollout with the higher advantage more likely relative to the lower one (by the
     objective's own measure: per latent dimension when `per_dimension`)."""
     from polyvox.train.grpo import GRPOSettings, group_advantages, grpo_loss, rollout_terms
 
-    sampler = SDESettings(steps=2, a=0.7, temperature=1.0)
+    sampler = SDESettings(steps=steps, a=0.7, temperature=1.0, draws=draws)
     settings = GRPOSettings(per_dimension=per_dimension)
     ids = paced.phoneme_ids("Go on.")
     rollouts = []

@@ -53,3 +53,38 @@ def test_log_prob_is_the_gaussian_transitions_density() -> None:
     shifted = log_prob(lambda x, t: exact_velocity(x, t) + 1.0, states, 0.5)
     assert bool((shifted < expected).all())
     assert not math.isnan(float(expected.sum()))
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("draws", [2, 4])
+def test_averaged_draws_at_a_zero_are_what_generation_emits(draws: int) -> None:
+    """One step averaged over the noise's draws is heads.sample with head draws: a policy
+    for GRPO whose mean is the shipped sampler."""
+    from polyvox.models.pocket.heads import SamplerHead
+    from polyvox.models.pocket.heads import sample as head_sample
+
+    torch.manual_seed(3)
+    head = SamplerHead(12, 32, 8, 2, 1).eval()
+    generator = torch.Generator().manual_seed(4)
+    cond = torch.randn(3, 8, generator=generator)
+    noise = torch.randn(3, 12, generator=generator) * 0.45
+
+    def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
+        rows = cond.repeat_interleave(x.shape[0] // cond.shape[0], dim=0)
+        return head(rows, torch.full((x.shape[0], 1), t), x)
+
+    emitted = head_sample(head, "flow_matching", cond, noise, 1, draws=draws)
+    torch.testing.assert_close(sample(velocity, noise, 1, 0.0, draws=draws)[-1], emitted)
+    # with a > 0, Gaussian exploration of std a around that mean, and its density
+    states = sample(velocity, noise, 1, 0.3, torch.Generator().manual_seed(5), draws=draws)
+    normal = torch.distributions.Normal(emitted, 0.3)
+    torch.testing.assert_close(log_prob(velocity, states, 0.3, draws),
+                               normal.log_prob(states[-1]).sum(dim=-1))
+    assert not torch.allclose(log_prob(velocity, states, 0.3), log_prob(velocity, states, 0.3,
+                                                                         draws))
+
+
+@pytest.mark.parametrize(("steps", "draws"), [(4, 2), (1, 3), (1, 0)])
+def test_draws_need_one_step_and_the_heads_counts(steps: int, draws: int) -> None:
+    with pytest.raises(ValueError, match="draws"):
+        sample(exact_velocity, torch.zeros(1, 2), steps, 0.5, draws=draws)

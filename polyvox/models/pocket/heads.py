@@ -135,14 +135,22 @@ def sample(head: SamplerHead, kind: str, cond: torch.Tensor, noise: torch.Tensor
     one at a time, and seeded like the single draw."""
     if draws == 1:
         return _sample(head, kind, cond, noise, num_steps)
-    check_draws(draws)
     rows, dim = noise.shape
-    noises = torch.stack([sign * noise[:, order]
-                          for order in _noise_orders(dim, draws // 2, noise.device)
-                          for sign in (1, -1)], 1)  # [B, draws, D]
+    noises = draw_noises(noise, draws)
     conds = cond[:, None].expand(rows, draws, cond.shape[-1]).reshape(rows * draws, -1)
     out = _sample(head, kind, conds, noises.reshape(rows * draws, dim), num_steps)
     return out.reshape(rows, draws, dim).mean(1)
+
+
+def draw_noises(noise: torch.Tensor, draws: int) -> torch.Tensor:
+    """The noises `sample` averages over [B, draws, D]: each row's n, -n, then fixed
+    permutations of n's values and their negatives."""
+    check_draws(draws)
+    if draws == 1:
+        return noise[:, None]
+    return torch.stack([sign * noise[:, order]
+                        for order in _noise_orders(noise.shape[-1], draws // 2, noise.device)
+                        for sign in (1, -1)], 1)
 
 
 MAX_DRAWS = 64
