@@ -1,6 +1,6 @@
 """Two `polyvox eval --json` files compared sentence by sentence (a paired sign test).
 
-    python -m polyvox.eval.compare BEFORE.json AFTER.json
+    python -m polyvox.eval.compare BEFORE.json AFTER.json [--before-run I] [--after-run J]
 
 Pooled WER hides how a change moved: a small weight change flips a quarter of the
 sentences, some for the better and some for the worse. Per kind this counts the
@@ -46,21 +46,28 @@ def _edits(sentence: dict[str, Any]) -> int:
     return int(sentence["substitutions"] + sentence["deletions"] + sentence["insertions"])
 
 
-def _sentences(document: dict[str, Any], path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+def _sentences(document: dict[str, Any], path: Path, run: int | None
+               ) -> dict[tuple[str, int], dict[str, Any]]:
     runs = document.get("runs") or []
-    if len(runs) != 1:
-        raise ValueError(f"{path}: expected one run, found {len(runs)}")
-    sentences = runs[0].get("sentences") or []
+    if run is None and len(runs) != 1:
+        raise ValueError(f"{path} holds {len(runs)} runs: pick one by its index")
+    index = 0 if run is None else run
+    if not 0 <= index < len(runs):
+        raise ValueError(f"{path} has no run {index} (it holds {len(runs)})")
+    sentences = runs[index].get("sentences") or []
     if not sentences:
         raise ValueError(f"{path}: no per-sentence results")
     return {(s["kind"], int(s["number"])): s for s in sentences}
 
 
 def compare(before: dict[str, Any], after: dict[str, Any], names: tuple[Path, Path] = (
-        Path("before"), Path("after"))) -> list[PairedCounts]:
+        Path("before"), Path("after")), runs: tuple[int | None, int | None] = (None, None)
+            ) -> list[PairedCounts]:
     """Per kind (then all), the paired counts of two eval documents over the same
-    sentences; ValueError if they were not run on the same sentences."""
-    first, second = _sentences(before, names[0]), _sentences(after, names[1])
+    sentences (`runs`: which run of a document that holds several, such as one written
+    with --teacher); ValueError if they were not run on the same sentences."""
+    first = _sentences(before, names[0], runs[0])
+    second = _sentences(after, names[1], runs[1])
     if first.keys() != second.keys() or any(
             first[key]["text"] != second[key]["text"] for key in first):
         raise ValueError(f"{names[0]} and {names[1]} were not run on the same sentences")
@@ -88,11 +95,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
+    parser.add_argument("--before-run", type=int,
+                        help="the run's index in BEFORE, if it holds several (--teacher)")
+    parser.add_argument("--after-run", type=int, help="the same for AFTER")
     args = parser.parse_args(argv)
     documents = [json.loads(path.read_text(encoding="utf-8"))
                  for path in (args.before, args.after)]
     try:
-        rows = compare(*documents, names=(args.before, args.after))
+        rows = compare(*documents, names=(args.before, args.after),
+                       runs=(args.before_run, args.after_run))
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
     print(format_rows(rows))

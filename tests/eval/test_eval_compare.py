@@ -54,3 +54,22 @@ def test_different_sentences_are_refused(tmp_path, capsys) -> None:
     main([str(p) for p in paths])
     out = capsys.readouterr().out
     assert "| read | 2 | 1 | 0 | 1 -> 0 | 1.000 |" in out
+
+
+def test_a_file_with_several_runs_needs_one_picked(tmp_path, capsys) -> None:
+    """`polyvox eval --teacher` writes the voice and its teacher in one file: compared
+    with each other by index."""
+    student = _document([("read", 3), ("read", 1), ("service", 0)])
+    teacher = _document([("read", 1), ("read", 1), ("service", 2)])
+    both = {"runs": student["runs"] + teacher["runs"]}
+    with pytest.raises(ValueError, match="holds 2 runs"):
+        compare(both, both)
+    with pytest.raises(ValueError, match="no run 2"):
+        compare(both, both, runs=(0, 2))
+    rows = {row.kind: row for row in compare(both, both, runs=(1, 0))}
+    assert (rows["read"].better, rows["read"].worse) == (0, 1)
+    assert (rows["service"].better, rows["service"].worse) == (1, 0)
+    path = tmp_path / "both.json"
+    path.write_text(json.dumps(both))
+    main([str(path), str(path), "--before-run", "1", "--after-run", "0"])
+    assert "| read | 2 | 0 | 1 | 2 -> 4 | 1.000 |" in capsys.readouterr().out
