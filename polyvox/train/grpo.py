@@ -42,7 +42,7 @@ class SDESettings:
     draws: int = 1
 
     def __post_init__(self) -> None:
-        sde.check_draws(self.steps, self.draws)
+        sde.check_sampler(self.steps, self.draws)
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ class Rollout:
 def _velocity(flow_lm: StudentFlowLM, cond: torch.Tensor) -> sde.Velocity:
     def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
         # x may hold each row's draws, row-major (sde.transition)
-        rows = cond.repeat_interleave(x.shape[0] // cond.shape[0], dim=0)
+        draws = x.shape[0] // cond.shape[0]
+        rows = cond if draws == 1 else cond.repeat_interleave(draws, dim=0)
         return flow_lm.flow_net(rows, torch.full((x.shape[0], 1), t), x)
 
     return velocity

@@ -19,7 +19,7 @@ With `draws` > 1 (one step only) the transition's mean is the average of that me
 the noises the student's generation averages (heads.draw_noises: x0, -x0, ...), so at
 a = 0 the sample is exactly what the engine emits (heads.sample with head draws), and
 a > 0 adds Gaussian exploration of std a around it: a policy whose mean is the shipped
-sampler (docs/posttrain.md, "Flow-GRPO on the emitted step").
+sampler (docs/posttrain.md, "The Flow-GRPO runs on joe-ar v3").
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from collections.abc import Callable
 
 import torch
 
-from polyvox.models.pocket.heads import check_draws as heads_check_draws
-from polyvox.models.pocket.heads import draw_noises
+from polyvox.models.pocket.heads import check_draws, draw_noises
 
 Velocity = Callable[[torch.Tensor, float], torch.Tensor]  # (x [B, D], t) -> v [B, D]
 
@@ -49,12 +48,14 @@ def transition(velocity: Velocity, x: torch.Tensor, t: float, h: float, a: float
     v = velocity(x, t)
     sigma = noise_level(t, h, a)
     mean = x + h * (v - sigma**2 / (2 * (1 - t)) * (x - t * v))
-    return mean.reshape(rows, draws, dim).mean(1), sigma * math.sqrt(h)
+    if draws > 1:
+        mean = mean.reshape(rows, draws, dim).mean(1)
+    return mean, sigma * math.sqrt(h)
 
 
-def check_draws(steps: int, draws: int) -> None:
+def check_sampler(steps: int, draws: int) -> None:
     """ValueError unless the draws are the head's (1 or even) and, if several, one step."""
-    heads_check_draws(draws)
+    check_draws(draws)
     if draws > 1 and steps != 1:
         raise ValueError(f"averaged draws need one sampler step, not {steps}")
 
@@ -62,7 +63,7 @@ def check_draws(steps: int, draws: int) -> None:
 def sample(velocity: Velocity, x0: torch.Tensor, steps: int, a: float,
            generator: torch.Generator | None = None, draws: int = 1) -> list[torch.Tensor]:
     """A trajectory [x0, x1, ..., x_K] from noise `x0`; x_K is the sample."""
-    check_draws(steps, draws)
+    check_sampler(steps, draws)
     h, states = 1.0 / steps, [x0]
     for k in range(steps):
         mean, std = transition(velocity, states[-1], k * h, h, a, draws)
@@ -76,7 +77,7 @@ def transition_terms(velocity: Velocity, states: list[torch.Tensor], a: float,
     """Per row and step, the log-density of each transition [B, K], the transitions'
     means [B, K, D] and their standard deviations (K floats). Needs a > 0."""
     steps = len(states) - 1
-    check_draws(steps, draws)
+    check_sampler(steps, draws)
     h = 1.0 / steps
     log_probs, means, stds = [], [], []
     for k in range(steps):
