@@ -12,10 +12,11 @@ GRAPHS = ("off", "shaped", "cuda")
 # Batch sizes the step and decoder run at when graphs are on: a batch is padded up to the
 # next one, so a handful of shapes (and captured CUDA graphs) serve every batch size.
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-# Chunking defaults when neither the config nor the family says otherwise.
+# Chunking (and chained context) defaults when neither the config nor the family says
+# otherwise.
 FALLBACKS: dict[str, int | None] = {
     "first_chunk_frames": 1, "chunk_frames": 4, "max_chunk_frames": None, "min_chunk_frames": 1,
-    "max_clause_tokens": 50, "first_clause_tokens": None,
+    "max_clause_tokens": 50, "first_clause_tokens": None, "context_window": 384,
 }
 
 
@@ -73,7 +74,9 @@ class EngineConfig:
     min_chunk_frames: int | None = None
     max_clause_tokens: int | None = None
     first_clause_tokens: int | None = None  # a text's first clause ends at a comma past this
-    context_window: int = 384  # own positions kept across clauses (chained mode)
+    # Own positions kept across clauses (chained mode): a new clause is prefilled after the
+    # last `context_window` positions (whole KV blocks) of what the request spoke before.
+    context_window: int | None = None
     # Each step is kept shorter than the audio the most pressed on-time listener has
     # buffered, less this margin for delivery (polyvox/engine/planner.py).
     delivery_margin_seconds: float = 0.05
@@ -123,13 +126,13 @@ class EngineConfig:
                              f"max_running ({self.max_running}) streams")
         if self.first_audio_wait_seconds is not None and self.first_audio_wait_seconds < 0:
             raise ValueError("first_audio_wait_seconds must be >= 0 (or None)")
-        if self.context_window < 2 * self.block_size:
+        if self.context_window is not None and self.context_window < 2 * self.block_size:
             raise ValueError("context_window must cover at least two KV blocks")
 
     def for_family(self, family: Any) -> EngineConfig:
-        """This config with every unset chunking field (and chaining) filled: the family's
-        preference, else FALLBACKS (max_chunk_frames falls back to chunk_frames: no
-        growth; chaining to chained)."""
+        """This config with every unset chunking field, chaining and the context window
+        filled: the family's preference, else FALLBACKS (max_chunk_frames falls back to
+        chunk_frames: no growth; chaining to chained)."""
         preferred = family.traits.preferred_settings
         values = {name: getattr(self, name) for name in FALLBACKS}
         for name, fallback in FALLBACKS.items():

@@ -53,6 +53,9 @@ def add_eval_parser(commands: Any) -> None:
     parser.add_argument("--head-draws", type=_positive_int,
                         help="a distilled student's noises averaged per step (1 or even; "
                         "default: its config's; tune on --set dev)")
+    parser.add_argument("--speed", type=float, default=1.0,
+                        help="OpenAI's speed (0.25-4.0) for the model and its teacher: the "
+                        "WER of fast or slow speech")
     parser.add_argument("--threads", type=_positive_int, default=2,
                         help="torch and whisper CPU threads")
     parser.add_argument("--no-sentences", dest="per_sentence", action="store_false",
@@ -79,7 +82,7 @@ def run_eval(args: argparse.Namespace) -> int:
     options = EvalOptions(teacher=args.teacher, compare_normalize=args.compare_normalize,
                           normalize=args.normalize, seed=args.seed, threads=args.threads,
                           weights=args.weights, temperature=args.temperature,
-                          head_draws=args.head_draws)
+                          head_draws=args.head_draws, speed=args.speed)
     items = select(args.split, args.kind, args.limit)
     kinds = KINDS if args.kind == "all" else (args.kind,)
     digests = {kind: file_digest(args.split, kind) for kind in kinds}
@@ -88,10 +91,12 @@ def run_eval(args: argparse.Namespace) -> int:
         runs = evaluate(args.model, items, options, progress=sys.stderr)
     except TranscriberUnavailable as error:
         raise ValueError(f"{error} (or `pip install 'polyvox[asr]'`)") from None
-    temperature = "" if args.temperature is None else f", temperature {args.temperature:g}"
+    settings = "" if args.temperature is None else f", temperature {args.temperature:g}"
+    if args.speed != 1.0:
+        settings += f", speed {args.speed:g}"
     header = (f"polyvox eval --model {args.model}: {args.split} split, {len(items)} sentences"
               f" ({', '.join(f'{k} sha256 {d[:12]}' for k, d in digests.items())}), seed "
-              f"{args.seed}{temperature}, whisper tiny.en, {date}")
+              f"{args.seed}{settings}, whisper tiny.en, {date}")
     print(format_report(runs, per_sentence=args.per_sentence, header=header))
     if args.json_path:
         payload = {"split": args.split, "kind": args.kind, "limit": args.limit,

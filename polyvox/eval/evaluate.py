@@ -39,6 +39,7 @@ class EvalOptions:
     weights: str | None = None
     temperature: float | None = None  # the model's (not the teacher's); None: its default
     head_draws: int | None = None  # a distilled student's (StudentConfig); None: its config's
+    speed: float = 1.0  # OpenAI's speed, for the model and its teacher alike
 
     def __post_init__(self) -> None:
         if self.teacher and self.compare_normalize:
@@ -49,6 +50,8 @@ class EvalOptions:
                              "--no-normalize")
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if not 0.25 <= self.speed <= 4.0:
+            raise ValueError(f"speed must be between 0.25 and 4.0, got {self.speed}")
         if self.temperature is not None and not 0 <= self.temperature <= 10:
             raise ValueError(f"temperature must be between 0 and 10, got {self.temperature}")
         if self.head_draws is not None:
@@ -132,9 +135,12 @@ def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalO
                 label += f", temperature {temperature:g}"
             if draws is not None:
                 label += f", head draws {draws}"
+            if options.speed != 1.0:
+                label += f", speed {options.speed:g}"
             runs.append(judge(speaker, items, transcriber, label=label, seed=options.seed,
                               normalize=normalize, load_seconds=load_seconds,
-                              temperature=temperature, progress=progress))
+                              temperature=temperature, speed=options.speed,
+                              progress=progress))
             load_seconds = 0.0  # counted once per model
         del speaker  # free this model before the next one loads
     return runs

@@ -73,17 +73,17 @@ class VoiceRun:
 
 def judge(speaker: Speaker, items: Sequence[EvalItem], transcriber: Transcriber, *,
           label: str | None = None, seed: int = 0, normalize: bool = True,
-          temperature: float | None = None, load_seconds: float = 0.0,
+          temperature: float | None = None, speed: float = 1.0, load_seconds: float = 0.0,
           progress: TextIO | None = None) -> VoiceRun:
     """Speak, transcribe and score every item (at `temperature`, None: the model's
-    default); `progress` gets a line per sentence."""
+    default, and at `speed`); `progress` gets a line per sentence."""
     name = speaker.served.name
     label = label or (name if normalize else f"{name}, normalizer off")
     heard: list[Heard] = []
     for index, item in enumerate(items, start=1):
         start = time.perf_counter()
         audio = speaker.speak(item.text, seed=seed, normalize=normalize,
-                              temperature=temperature)
+                              temperature=temperature, speed=speed)
         spoken = time.perf_counter()
         transcript = transcriber.transcribe(audio, speaker.sample_rate)
         transcribed = time.perf_counter()

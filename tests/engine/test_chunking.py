@@ -51,6 +51,18 @@ def test_unset_chunking_takes_the_family_preference(family, model) -> None:
     assert EngineConfig(chaining="pocket").for_family(model).chaining == "pocket"
 
 
+def test_the_chained_context_window_takes_the_family_preference(family, monkeypatch) -> None:
+    assert EngineConfig().for_family(family).context_window == 384  # no preference
+    preferred = {**family.traits.preferred_settings, "context_window": 128}
+    monkeypatch.setattr(family, "traits",
+                        dataclasses.replace(family.traits, preferred_settings=preferred))
+    assert EngineConfig().for_family(family).context_window == 128
+    assert Engine(family, EngineConfig()).streams.config.context_window == 128
+    assert EngineConfig(context_window=96).for_family(family).context_window == 96
+    with pytest.raises(ValueError, match="context_window"):
+        EngineConfig(context_window=16)  # less than two blocks of 16
+
+
 def test_bad_chunking_is_refused() -> None:
     with pytest.raises(ValueError, match="max_chunk_frames"):
         EngineConfig(chunk_frames=8, max_chunk_frames=4)

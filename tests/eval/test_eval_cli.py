@@ -37,6 +37,7 @@ def test_defaults_are_the_default_voice_on_the_whole_test_split() -> None:
     (["--compare-normalize", "--no-normalize"], "drop --no-normalize"),
     (["--model", "pocket/joe-ar", "--temperature", "-0.5"], "between 0 and 10"),
     (["--model", "pocket/joe-ar", "--head-draws", "3"], "1 or even"),
+    (["--model", "pocket/joe-ar", "--speed", "9"], "between 0.25 and 4.0"),
     (["--model", "piper/joe", "--head-draws", "2", "--limit", "1"], "distilled student"),
 ])
 def test_bad_options_are_clear_errors(capsys: pytest.CaptureFixture[str], args: list[str],

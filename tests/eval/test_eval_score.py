@@ -55,11 +55,13 @@ class FakeSpeaker:
     served = SimpleNamespace(name="fake/voice")
     sample_rate = 16_000
     temperatures: list[float | None] = field(default_factory=list)
+    speeds: list[float] = field(default_factory=list)
 
     def speak(self, text: str, seed: int = 0, normalize: bool = True,
-              temperature: float | None = None) -> torch.Tensor:
+              temperature: float | None = None, speed: float = 1.0) -> torch.Tensor:
         self.calls.append((text, seed, normalize))
         self.temperatures.append(temperature)
+        self.speeds.append(speed)
         return torch.zeros(8_000)
 
 
@@ -75,10 +77,11 @@ class FakeListener:
 
 def _run(normalize: bool = True, heard: tuple[str, str] = ("20 geese flew over the bar.",
                                                            "Your total is $12.50."),
-         temperature: float | None = None):
+         temperature: float | None = None, speed: float = 1.0):
     speaker = FakeSpeaker([])
     run = judge(speaker, [READ, SERVICE], FakeListener(dict(enumerate(heard, 1))),  # type: ignore[arg-type]
-                seed=7, normalize=normalize, temperature=temperature, progress=None)
+                seed=7, normalize=normalize, temperature=temperature, speed=speed,
+                progress=None)
     return speaker, run
 
 
@@ -97,8 +100,11 @@ def test_judge_speaks_each_item_through_the_speaker_and_pools_by_kind() -> None:
     _, off = _run(normalize=False)
     assert off.label == "fake/voice, normalizer off"
     assert speaker.temperatures == [None, None]  # the model's own default
+    assert speaker.speeds == [1.0, 1.0]
     warm, _ = _run(temperature=0.35)
     assert warm.temperatures == [0.35, 0.35]
+    fast, _ = _run(speed=1.5)
+    assert fast.speeds == [1.5, 1.5]
 
 
 def test_report_and_json_carry_every_figure() -> None:

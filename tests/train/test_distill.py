@@ -188,6 +188,22 @@ def test_a_paragraphs_sentences_are_chained_after_the_one_before(
     assert distiller.model.speed_proj is not None and distiller.model.speed_proj.weight.any()
 
 
+def test_fast_clauses_are_repeated_in_each_epoch(tiny_config, paragraph_data: Path,
+                                                 tmp_path: Path) -> None:
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", speed_input=True)
+    counts = {}
+    for repeats in (1, 3):
+        distiller = Distiller(config, _config(2, fast_repeats=repeats), paragraph_data,
+                              tmp_path / str(repeats), log=False)
+        items = [item.clause for batch in distiller._epoch_plan(0) for item in batch]
+        counts[repeats] = {clause: items.count(clause) for clause in set(items)}
+    # clauses 0 and 2 were spoken at 1.25-1.5, clause 3 slower (1 is held out)
+    assert counts[1] == {0: 1, 2: 1, 3: 1}
+    assert counts[3] == {0: 3, 2: 3, 3: 1}
+    with pytest.raises(ValueError, match="fast_repeats"):
+        _config(2, fast_repeats=0)
+
+
 def test_speech_at_several_speeds_needs_a_pace_input(tiny_config, paragraph_data: Path,
                                                       tmp_path: Path) -> None:
     reading = dataclasses.replace(tiny_config, text_features="teacher_prior")

@@ -38,8 +38,8 @@ def _params(family, seed: int):
     return dataclasses.replace(family.make_params(seed=seed), eos_threshold=1e9)
 
 
-def _engine(family) -> Engine:
-    engine = Engine(family, EngineConfig(max_clause_tokens=400, chunk_frames=4))
+def _engine(family, **config) -> Engine:
+    engine = Engine(family, EngineConfig(max_clause_tokens=400, chunk_frames=4, **config))
     empty = family.empty_voice()
     engine.register_voice("default", empty.k, empty.v)
     return engine
@@ -54,11 +54,11 @@ def test_formats(family) -> None:
     assert family.kv_spec.num_layers == 3
 
 
-def test_each_clause_gets_a_fresh_context_unless_told_to_chain(family) -> None:
-    # trained on single sentences: by default the engine does not chain its clauses
-    assert EngineConfig().for_family(family).chaining == "pocket"
-    assert EngineConfig(chaining="chained").for_family(family).chaining == "chained"
+def test_clauses_chain_after_a_tail_no_longer_than_in_training(family) -> None:
+    # trained after the tail of at most one clause: chained, over a short window
     settings = EngineConfig().for_family(family)
+    assert (settings.chaining, settings.context_window) == ("chained", 128)
+    assert EngineConfig(chaining="pocket").for_family(family).chaining == "pocket"
     assert (settings.first_chunk_frames, settings.min_chunk_frames, settings.chunk_frames,
             settings.max_chunk_frames) == (8, 8, 8, 32)
 
@@ -81,6 +81,26 @@ def test_batched_equals_one_at_a_time_and_offline(family) -> None:
     tolerance = 1e-4 if family.flow is None else 2e-4
     for rid in ("a", "b"):
         torch.testing.assert_close(together[rid], alone[rid], atol=tolerance, rtol=0)
+
+
+def test_chained_clauses_follow_the_window_as_the_reference_does(family) -> None:
+    """Three clauses, each longer than a 32-position window: the engine drops the same
+    old blocks as the reference; fresh contexts (pocket) give other audio."""
+    text = "The kite flew. It came back, slowly. Then it rained."
+    audio = {}
+    for name, window, chaining in (("short", 32, "chained"), ("fresh", None, "pocket")):
+        engine = _engine(family, chaining=chaining, context_window=window)
+        engine.add_request(text, "default", _params(family, 3), request_id=name)
+        audio.update(run_to_completion(engine))
+        assert engine.is_idle() and engine.check_integrity()
+        offline = family.synthesize(text, params=_params(family, 3), max_tokens=400,
+                                    context_window=window)
+        torch.testing.assert_close(audio[name], offline, atol=1e-4, rtol=0)
+    first = len(family.synthesize("The kite flew.", params=_params(family, 3)))
+    assert audio["short"].shape == audio["fresh"].shape  # clauses run to their length caps
+    torch.testing.assert_close(audio["short"][:first], audio["fresh"][:first], atol=1e-4,
+                               rtol=0)  # the first clause has nothing before it
+    assert (audio["short"][first:] - audio["fresh"][first:]).abs().max() > 1e-2
 
 
 def test_windowed_decoding_equals_whole_clause_decoding(family) -> None:

@@ -119,7 +119,8 @@ class ContiguousKV:
     """One request's keys and values in growing contiguous tensors.
 
     Layout: k, v [L, 1, capacity, Hkv, D]; `length` entries are valid. Positions are
-    0..length-1 (a fresh context). Capacity doubles when full.
+    start..start+length-1 (a fresh context: from 0; `drop_before` moves the start on, as
+    the engine drops old context). Capacity doubles when full.
     """
 
     allowed: torch.Tensor | None = None
@@ -131,6 +132,7 @@ class ContiguousKV:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.length = 0
+        self.start = 0  # the position of entry 0
         self._pending = 0  # entries written by layers of the current call, not yet committed
 
     @classmethod
@@ -145,7 +147,18 @@ class ContiguousKV:
 
     def next_positions(self, steps: int) -> torch.Tensor:
         """[1, steps] positions the next `steps` tokens take."""
-        return torch.arange(self.length, self.length + steps, device=self.k.device)[None]
+        first = self.start + self.length
+        return torch.arange(first, first + steps, device=self.k.device)[None]
+
+    def drop_before(self, position: int) -> None:
+        """Forget the entries before `position`; the others keep their positions."""
+        drop = min(max(0, position - self.start), self.length)
+        if drop:
+            for name in ("k", "v"):
+                tensor = getattr(self, name)
+                tensor[:, :, : self.length - drop] = tensor[:, :, drop: self.length].clone()
+            self.length -= drop
+            self.start += drop
 
     def write_and_read(
         self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor
@@ -157,7 +170,7 @@ class ContiguousKV:
         self.k[layer, :, self.length:end] = k
         self.v[layer, :, self.length:end] = v
         self._pending = steps
-        key_positions = torch.arange(end, device=k.device)[None]
+        key_positions = torch.arange(self.start, self.start + end, device=k.device)[None]
         return self.k[layer, :, :end], self.v[layer, :, :end], key_positions
 
     def commit(self) -> None:
