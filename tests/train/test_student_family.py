@@ -54,11 +54,13 @@ def test_formats(family) -> None:
     assert family.kv_spec.num_layers == 3
 
 
-def test_clauses_chain_after_a_tail_no_longer_than_in_training(family) -> None:
-    # trained after the tail of at most one clause: chained, over a short window
+def test_each_clause_gets_a_fresh_context_unless_told_to_chain(family) -> None:
+    # chained, it sometimes speaks a question again in place of a short clause after it
+    assert EngineConfig().for_family(family).chaining == "pocket"
+    chained = EngineConfig(chaining="chained").for_family(family)
+    # trained after the tail of at most one clause: chained over a window no longer
+    assert (chained.chaining, chained.context_window) == ("chained", 128)
     settings = EngineConfig().for_family(family)
-    assert (settings.chaining, settings.context_window) == ("chained", 128)
-    assert EngineConfig(chaining="pocket").for_family(family).chaining == "pocket"
     assert (settings.first_chunk_frames, settings.min_chunk_frames, settings.chunk_frames,
             settings.max_chunk_frames) == (8, 8, 8, 32)
 

@@ -9,16 +9,15 @@
 The engine counts latents in AR steps, so history and lookahead are whole steps: HiFi-GAN
 reaches 10 frames either side, and the flow 32 more (a z frame depends on the prior
 within 32 frames), so 11 steps of 4 frames for a "prior" student, 3 for a "z" one. Each
-clause is its own utterance for the decoder (fresh decoder state), as for the teacher,
-whose every training utterance starts and ends in silence. The KV context is chained:
-a clause is prefilled after the tail of what the request spoke before, at most
-`context_window` = 128 positions (less than one sentence's ids and steps), as in
-training, where a clause follows a random tail of at most one clause. The engine's usual
-384 reaches back further than the student ever saw, and its chained paragraphs were
-worse than clauses in fresh contexts; at 128 they are no worse (dev split, paired by
-paragraph), and they escape a loop that a fresh context fell into on one sentence
-(docs/posttrain.md, session 22).
-`EngineConfig(chaining="pocket")` gives each clause a fresh context.
+clause is its own utterance (fresh decoder state and, by default, fresh KV context), as
+for the teacher, whose every training utterance starts and ends in silence. Chained
+(`EngineConfig(chaining="chained")`), a clause is prefilled after at most
+`context_window` = 128 of the request's earlier positions (less than one sentence's ids
+and steps), as in training, where a clause follows a random tail of at most one clause;
+the engine's usual 384 reaches back further than the student ever saw. At 128, chained
+paragraphs of read prose score as well as fresh contexts, but after a question a short
+spelled clause is sometimes replaced by the question again (5 of 30 probes, none with
+fresh contexts), so chaining is not the default (docs/posttrain.md, session 22).
 """
 
 from __future__ import annotations
@@ -59,8 +58,8 @@ DECODER_CONTEXT_FRAMES = 10  # HiFi-GAN's reach either side (docs/piper.md)
 MIN_STEPS_BEFORE_EOS = 6  # the engine's rule (polyvox.engine.engine)
 MAX_FRAMES_PER_ID = 4  # length cap: the teacher averages ~2.2 frames per id
 PADDING_SECONDS = 1.0
-# Own positions a clause is chained after (the module docstring): no more than training's
-# prefixes, the tail of at most one clause.
+# Own positions a clause is chained after, when chained (the module docstring): no more
+# than training's prefixes, the tail of at most one clause.
 CONTEXT_WINDOW = 128
 
 
@@ -105,7 +104,7 @@ class StudentFamily(FlowLMStages):
     #: (~370 ms), the first included (a shorter first one left 2 streams short of real
     #: time), and chunks grow long as the listener's buffer does (docs/perf-history.md,
     #: session 6).
-    PREFERRED_SETTINGS = {"chaining": "chained", "context_window": CONTEXT_WINDOW,
+    PREFERRED_SETTINGS = {"chaining": "pocket", "context_window": CONTEXT_WINDOW,
                           "max_clause_tokens": 350, "first_chunk_frames": 8,
                           "min_chunk_frames": 8, "chunk_frames": 8, "max_chunk_frames": 32}
 
@@ -283,13 +282,13 @@ class StudentFamily(FlowLMStages):
     @torch.no_grad()
     def synthesize(self, text: str, seed: int = 0, max_tokens: int = 400,
                    params: StudentParams | None = None,
-                   context_window: int | None = CONTEXT_WINDOW,
+                   context_window: int | None = None,
                    block_size: int = 16) -> torch.Tensor:
         """The whole text as PCM [N], each clause decoded whole; one generator throughout.
-        Clauses are chained as the engine chains them: each is prefilled after the last
-        `context_window` positions of the ones before, the older ones dropped in whole
-        blocks of `block_size`. `context_window=None`: each clause in a fresh context
-        (`chaining="pocket"`)."""
+        `context_window=None` (the engine's default for this family, `chaining="pocket"`):
+        each clause in a fresh context. Else the clauses are chained as the engine chains
+        them: each is prefilled after the last `context_window` positions of the ones
+        before, the older ones dropped in whole blocks of `block_size`."""
         params = params or StudentParams(seed=seed)
         generator = torch.Generator().manual_seed(params.seed)
         pieces = []
