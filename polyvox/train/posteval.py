@@ -2,7 +2,7 @@
 dev split (tune here; report the test split only for the shipped weights):
 
     polyvox train posteval --weights W [--set dev] [--limit N] [--speeds 0.75,1.25,1.5]
-                           [--paragraphs N] [--threads 2] [--json FILE]
+                           [--paragraphs N] [--probes N] [--threads 2] [--json FILE]
 
 - pace: each sentence spoken at speed 1 and at each speed s; the ratio
   duration(s) * s / duration(1) should be 1 (the target: median within ±7%), and the WER
@@ -11,6 +11,10 @@ dev split (tune here; report the test split only for the shipped weights):
   with each clause in a fresh context ("pocket") and chained in one context ("chained"):
   WER of each, and clauses heard twice (a sentence's first four words heard more often
   than the paragraph has them);
+- a question, then a short spelled clause ("Is it K-O-W-A-L-S-K-I?"): questions from the
+  training grammar (not the eval sets), surnames from a list written for this probe,
+  spoken fresh and chained; texts whose question is heard twice. Chained, joe-ar spoke the
+  question again in place of the spelled clause (docs/posttrain.md, session 22);
 - codes and long digit strings: the service lines with codes or phone numbers; a clip
   longer than 2x the teacher's for the same line is a loop.
 
@@ -36,6 +40,11 @@ from polyvox.eval.sets import EvalItem, load_items
 
 LOOP_FACTOR = 2.0  # a clip this many times the teacher's is a loop
 PACE_TOLERANCE = 0.07
+PROBE_SEED = 4242  # the training grammar's questions for the spelled-clause probe
+SURNAMES = ("Kowalski", "Nguyen", "Okafor", "Lindqvist", "Marsh", "Patel", "Duarte",
+            "Ferreira", "Haugen", "Ibarra", "Jovic", "Quinlan", "Sorensen", "Tamura", "Valdez",
+            "Whitlock", "Abbott", "Castro", "Dunleavy", "Egan", "Fitch", "Garza", "Holm",
+            "Keane", "Moreau", "Novak", "Oyelaran", "Pruitt", "Rhee", "Szabo")
 
 
 @dataclass
@@ -62,6 +71,7 @@ class Report:
     split: str
     pace: list[PaceRow] = field(default_factory=list)
     chains: list[ChainRow] = field(default_factory=list)
+    probes: list[ChainRow] = field(default_factory=list)  # repeated_clauses: questions heard twice
     codes_wer: float | None = None
     loops: int = 0
     codes: int = 0
@@ -130,6 +140,40 @@ def judge_chains(speakers: dict[str, Any], transcriber: Any,
     return rows
 
 
+def spelled_probe(count: int = 30) -> list[tuple[str, str]]:
+    """`count` (question, spelled clause) pairs: questions of 4-12 words from the training
+    grammar, each followed by "Is it" and a surname spelled letter by letter."""
+    from polyvox.train.sentences import generate_sentences
+
+    if not 1 <= count <= len(SURNAMES):
+        raise ValueError(f"the probe has 1-{len(SURNAMES)} texts, got {count}")
+    questions = []
+    for text in generate_sentences(4000, seed=PROBE_SEED):
+        if text.endswith("?") and text.count("?") == 1 and "." not in text \
+                and 4 <= len(text.split()) <= 12:
+            questions.append(text)
+        if len(questions) == count:
+            break
+    return [(question, f"Is it {'-'.join(name.upper())}?")
+            for question, name in zip(questions, SURNAMES)]
+
+
+def judge_probe(speakers: dict[str, Any], transcriber: Any,
+                pairs: Sequence[tuple[str, str]], seed: int = 0) -> list[ChainRow]:
+    """Per chaining: WER over the probe, and the texts whose question was heard twice."""
+    rows = []
+    for chaining, speaker in speakers.items():
+        errors, repeated = [], 0
+        for question, spelled in pairs:
+            text = f"{question} {spelled}"
+            transcript = transcriber.transcribe(speaker.speak(text, seed=seed),
+                                                speaker.sample_rate)
+            errors.append(utterance_errors(text, transcript))
+            repeated += heard_twice([question], transcript)
+        rows.append(ChainRow(chaining, corpus(errors).wer, repeated, len(pairs)))
+    return rows
+
+
 def judge_codes(speaker: Any, teacher: Any, transcriber: Any,
                 items: Sequence[EvalItem], seed: int = 0) -> tuple[float, int]:
     errors, loops = [], 0
@@ -150,6 +194,12 @@ def format_report(report: Report) -> str:
     lines += ["", "| clauses | WER | clauses heard twice | paragraphs |", "|---|---|---|---|"]
     lines += [f"| {r.chaining} | {r.wer:.3f} | {r.repeated_clauses} | {r.paragraphs} |"
               for r in report.chains]
+    if report.probes:
+        header = ("| clauses | WER | a question, then a spelled clause: question heard "
+                  "twice | texts |")
+        lines += ["", header, "|---|---|---|---|"]
+        lines += [f"| {r.chaining} | {r.wer:.3f} | {r.repeated_clauses} | {r.paragraphs} |"
+                  for r in report.probes]
     if report.codes_wer is not None:
         lines += ["", f"codes and digit strings: WER {report.codes_wer:.3f}, "
                       f"{report.loops} loops in {report.codes} lines"]
@@ -164,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=30, help="sentences for the pace rows")
     parser.add_argument("--speeds", default="0.75,1.25,1.5")
     parser.add_argument("--paragraphs", type=int, default=12)
+    parser.add_argument("--probes", type=int, default=30,
+                        help="question + spelled clause texts (0: none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--head-draws", type=int,
@@ -201,6 +253,9 @@ def main(argv: list[str] | None = None) -> None:
     chained, fresh = load(chaining="chained"), load(chaining="pocket")
     report.chains = judge_chains({"pocket": fresh, "chained": chained}, transcriber, groups,
                                  args.seed)
+    if args.probes:
+        report.probes = judge_probe({"pocket": fresh, "chained": chained}, transcriber,
+                                    spelled_probe(args.probes), args.seed)
     del chained, fresh
     codes = [item for item in load_items(args.split, "service")
              if {"code", "phone"} & set(item.categories)]

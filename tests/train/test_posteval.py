@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from polyvox.eval.sets import load_items
-from polyvox.train.posteval import heard_twice, judge_pace, paragraphs
+from polyvox.train.posteval import heard_twice, judge_pace, judge_probe, paragraphs, spelled_probe
 
 
 def test_paragraphs_are_consecutive_read_sentences_three_to_five_at_a_time() -> None:
@@ -24,6 +24,54 @@ def test_a_clause_heard_twice_is_counted_once_per_sentence() -> None:
     again = " ".join(sentences) + " The harbor master waved again."
     assert heard_twice(sentences, again) == 1
     assert heard_twice(sentences, "the storm") == 0  # lost words are WER, not repeats
+
+
+def test_the_spelled_probe_is_questions_then_a_spelled_name_off_the_eval_sets() -> None:
+    pairs = spelled_probe(30)
+    assert len(pairs) == 30 and spelled_probe(30) == pairs and spelled_probe(5) == pairs[:5]
+    assert len({spelled for _, spelled in pairs}) == 30
+    assert all(q.endswith("?") and 4 <= len(q.split()) <= 12 for q, _ in pairs)
+    assert pairs[0][1] == "Is it K-O-W-A-L-S-K-I?"
+    assert all(s.startswith("Is it ") and s.endswith("?") for _, s in pairs)
+    evaluated = {item.text for split in ("dev", "test") for item in load_items(split)}
+    assert not any(question in text for question, _ in pairs for text in evaluated)
+    with pytest.raises(ValueError, match="1-30"):
+        spelled_probe(31)
+
+
+class _Listener:
+    """Hears the last text spoken, or (a repeating voice) the question twice in place of
+    the spelled clause."""
+
+    def __init__(self) -> None:
+        self.text, self.repeat = "", False
+
+    def transcribe(self, audio, sample_rate: int) -> str:
+        question = self.text.split("?")[0] + "?"
+        return f"{question} {question}" if self.repeat else self.text
+
+
+class _Echo:
+    sample_rate = 100
+
+    def __init__(self, listener: _Listener, repeat: bool) -> None:
+        self.listener, self.repeat = listener, repeat
+
+    def speak(self, text: str, seed: int = 0):
+        import torch
+
+        self.listener.text, self.listener.repeat = text, self.repeat
+        return torch.zeros(10)
+
+
+def test_the_probe_counts_questions_heard_twice() -> None:
+    pairs = spelled_probe(4)
+    listener = _Listener()
+    speakers = {"pocket": _Echo(listener, repeat=False), "chained": _Echo(listener, repeat=True)}
+    rows = judge_probe(speakers, listener, pairs)
+    assert [(r.chaining, r.repeated_clauses, r.paragraphs) for r in rows] == [
+        ("pocket", 0, 4), ("chained", 4, 4)]
+    assert rows[0].wer == 0.0 and rows[1].wer > 0.3
 
 
 class _Clock:
