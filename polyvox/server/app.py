@@ -116,12 +116,12 @@ async def load_engine(state: ServerState) -> Served:
     saved by earlier runs."""
     config = state.config
     state.load_path = load_file.load_file(config)
-    # the resampler's scipy.signal loads beside the model (resample.py)
-    preloading = asyncio.create_task(asyncio.to_thread(importlib.import_module,
-                                                       "scipy.signal"))
     served = await asyncio.to_thread(_load_served, config, state.load_path,
                                      state.startup)
-    await preloading
+    # NOTE: the resampler's scipy.signal (resample.py) is imported after the model, not
+    # beside it: two threads importing at once can fail a start ("dictionary changed size
+    # during iteration", seen once in CI), which costs more than its 0.3 s of overlap.
+    await asyncio.to_thread(importlib.import_module, "scipy.signal")
     served.start()
     state.loaded = served
     state.admission.pressure = lambda: served.engine.num_behind > 0
