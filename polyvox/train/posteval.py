@@ -125,19 +125,28 @@ def judge_pace(speaker: Any, transcriber: Any, items: Sequence[EvalItem],
     return rows
 
 
-def judge_chains(speakers: dict[str, Any], transcriber: Any,
-                 groups: Sequence[Sequence[EvalItem]], seed: int = 0) -> list[ChainRow]:
+def _judge_texts(speakers: dict[str, Any], transcriber: Any,
+                 texts: Sequence[tuple[Sequence[str], Sequence[str]]],
+                 seed: int = 0) -> list[ChainRow]:
+    """Per speaker: WER over texts of several clauses, each (clauses, watched), spoken as
+    one request, and how many of the watched clauses were heard twice."""
     rows = []
     for chaining, speaker in speakers.items():
         errors, repeated = [], 0
-        for group in groups:
-            sentences = [item.text for item in group]
-            audio = speaker.speak(" ".join(sentences), seed=seed)
-            transcript = transcriber.transcribe(audio, speaker.sample_rate)
-            errors.append(utterance_errors(" ".join(sentences), transcript))
-            repeated += heard_twice(sentences, transcript)
-        rows.append(ChainRow(chaining, corpus(errors).wer, repeated, len(groups)))
+        for clauses, watched in texts:
+            text = " ".join(clauses)
+            transcript = transcriber.transcribe(speaker.speak(text, seed=seed),
+                                                speaker.sample_rate)
+            errors.append(utterance_errors(text, transcript))
+            repeated += heard_twice(watched, transcript)
+        rows.append(ChainRow(chaining, corpus(errors).wer, repeated, len(texts)))
     return rows
+
+
+def judge_chains(speakers: dict[str, Any], transcriber: Any,
+                 groups: Sequence[Sequence[EvalItem]], seed: int = 0) -> list[ChainRow]:
+    texts = [[item.text for item in group] for group in groups]
+    return _judge_texts(speakers, transcriber, [(text, text) for text in texts], seed)
 
 
 def spelled_probe(count: int = 30) -> list[tuple[str, str]]:
@@ -161,17 +170,9 @@ def spelled_probe(count: int = 30) -> list[tuple[str, str]]:
 def judge_probe(speakers: dict[str, Any], transcriber: Any,
                 pairs: Sequence[tuple[str, str]], seed: int = 0) -> list[ChainRow]:
     """Per chaining: WER over the probe, and the texts whose question was heard twice."""
-    rows = []
-    for chaining, speaker in speakers.items():
-        errors, repeated = [], 0
-        for question, spelled in pairs:
-            text = f"{question} {spelled}"
-            transcript = transcriber.transcribe(speaker.speak(text, seed=seed),
-                                                speaker.sample_rate)
-            errors.append(utterance_errors(text, transcript))
-            repeated += heard_twice([question], transcript)
-        rows.append(ChainRow(chaining, corpus(errors).wer, repeated, len(pairs)))
-    return rows
+    return _judge_texts(speakers, transcriber,
+                        [((question, spelled), (question,)) for question, spelled in pairs],
+                        seed)
 
 
 def judge_codes(speaker: Any, teacher: Any, transcriber: Any,
