@@ -19,7 +19,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import torch
 
@@ -93,27 +93,25 @@ def _to(batch: Batch, device: str) -> Batch:
 class Distiller:
     """The student, its optimizer and data; `train()` runs to `config.steps`."""
 
-    def __init__(self, student: StudentConfig, config: TrainConfig, data: Path, out: Path,
-                 log: bool = True, init: Path | None = None) -> None:
-        """`init`: an exported student to start from when `out` has no checkpoint yet
-        (its weights and latent statistics; the optimizer starts fresh)."""
+    def __init__(self, student: StudentConfig, config: TrainConfig,
+                 data: Path | Sequence[Path], out: Path, log: bool = True,
+                 init: Path | None = None, data_repeats: Sequence[int] | None = None) -> None:
+        """`data`: one teacher data directory or several, read in order; `data_repeats`:
+        how many times an epoch each directory's clauses are trained on (1 each by
+        default). `init`: an exported student to start from when `out` has no checkpoint
+        yet (its weights and latent statistics; the optimizer starts fresh)."""
         self.student, self.config, self.out, self.log = student, config, Path(out), log
+        directories = [Path(data)] if isinstance(data, (str, Path)) else [Path(d) for d in data]
+        repeats = list(data_repeats) if data_repeats is not None else [1] * len(directories)
+        if not directories or len(repeats) != len(directories) or min(repeats) < 1:
+            raise ValueError("give one or more data directories and, if any, one repeat "
+                             f"count >= 1 for each (got {len(directories)} and {repeats})")
         self.out.mkdir(parents=True, exist_ok=True)
-        manifest = read_manifest(Path(data))
-        target = manifest["target"]
-        if target != student.teacher_latent:
-            raise ValueError(f"{data} holds teacher latents {target!r} but the student "
-                             f"generates {student.teacher_latent!r}: make data with "
-                             f"--target {student.teacher_latent} or change the config")
-        utterances = read_data(Path(data))
-        if any(u.speed != 1.0 for u in utterances):
-            if not student.speed_input:
-                raise ValueError(f"{data} holds speech at several speeds but the student has "
-                                 "no speed input: pass --speed-input or use data at speed 1.0")
-            if manifest["speed_label"] != "effective":
-                raise ValueError(f"{data} labels its speeds with the teacher's argument, not "
-                                 "the pace heard: run polyvox train teacher-data --out "
-                                 f"{data} --relabel-speeds first")
+        utterances, source = [], []
+        for number, directory in enumerate(directories):
+            found = self._read_directory(directory, student)
+            utterances += found
+            source += [number] * len(found)
         # Every utterance is an example (a paragraph's sentence may precede another as
         # context); one in VALIDATION_EVERY is held out from training.
         self.examples = make_examples(utterances, student.frames_per_step)
@@ -125,7 +123,8 @@ class Distiller:
         # an epoch: every training clause once, a fast one fast_repeats times
         self.training_epoch = [
             i for i in self.training
-            for _ in range(config.fast_repeats if self.examples[i].speed >= FAST_SPEED else 1)]
+            for _ in range(repeats[source[i]]
+                           * (config.fast_repeats if self.examples[i].speed >= FAST_SPEED else 1))]
         self.lengths = [example.length for example in self.examples]
         torch.manual_seed(config.seed)  # the initial weights
         self.model = build_student(student).to(config.device)
@@ -152,6 +151,26 @@ class Distiller:
         self.stats = LatentStats(self.model.emb_mean.cpu().clone(), self.model.emb_std.cpu().clone())
 
     # --- data --------------------------------------------------------------------------
+
+    @staticmethod
+    def _read_directory(data: Path, student: StudentConfig) -> list:
+        """A data directory's utterances, checked against the student it trains."""
+        manifest = read_manifest(data)
+        target = manifest["target"]
+        if target != student.teacher_latent:
+            raise ValueError(f"{data} holds teacher latents {target!r} but the student "
+                             f"generates {student.teacher_latent!r}: make data with "
+                             f"--target {student.teacher_latent} or change the config")
+        utterances = read_data(data)
+        if any(u.speed != 1.0 for u in utterances):
+            if not student.speed_input:
+                raise ValueError(f"{data} holds speech at several speeds but the student has "
+                                 "no speed input: pass --speed-input or use data at speed 1.0")
+            if manifest["speed_label"] != "effective":
+                raise ValueError(f"{data} labels its speeds with the teacher's argument, not "
+                                 "the pace heard: run polyvox train teacher-data --out "
+                                 f"{data} --relabel-speeds first")
+        return utterances
 
     def _epoch_plan(self, epoch: int) -> list[list[Item]]:
         """An epoch's batches: every training clause once, a share of them chained after
@@ -263,7 +282,11 @@ class Distiller:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Distil the Piper teacher into a Pocket-"
                                                  "family student (resumes from --out).")
-    parser.add_argument("--data", type=Path, required=True, help="teacher data directory")
+    parser.add_argument("--data", type=Path, required=True, nargs="+",
+                        help="teacher data directories (one or more, read in order)")
+    parser.add_argument("--data-repeats", type=int, nargs="+", metavar="N",
+                        help="times an epoch each --data directory's clauses are trained on "
+                             "(one count per directory; default 1 each)")
     parser.add_argument("--out", type=Path, required=True, help="run directory")
     parser.add_argument("--steps", type=int, required=True, help="total optimizer steps")
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="student YAML")
@@ -302,7 +325,11 @@ def main(argv: list[str] | None = None) -> None:
         emitted_temperature=student.default_temperature))
     if args.speed_input:
         student = dataclasses.replace(student, speed_input=True)
-    Distiller(student, config, args.data, args.out, init=args.init).train()
+    if args.data_repeats is not None and (len(args.data_repeats) != len(args.data)
+                                          or min(args.data_repeats) < 1):
+        parser.error("--data-repeats takes one count >= 1 per --data directory")
+    Distiller(student, config, args.data, args.out, init=args.init,
+              data_repeats=args.data_repeats).train()
 
 
 if __name__ == "__main__":

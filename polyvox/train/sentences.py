@@ -371,6 +371,48 @@ def _service(g: _Grammar) -> str:
     ])
 
 
+_SPELL_ASKS = """Could you spell your last name for me?|How do you spell that?|Can you spell
+the street name?|What's the name on the account?|Could you spell your first name?|What's the
+code on the back of the card?|Can you read me the reference number?|What's your member ID?|Could
+you spell the city for me?|Can you confirm the spelling?|Which name is the booking under?|What are
+the letters on your ticket?""".replace("\n", " ").split("|")
+_SPELL_CHECKS = ("Is it {}?", "That's {}.", "I have {}, is that right?", "So that's {}?",
+                 "Got it, {}.", "Was that {}?", "I have it as {}.", "Let me repeat that: {}.")
+_LETTERS = "ABCDEFGHIJKLMNOPRSTUVWY"
+
+
+def _spelled(g: _Grammar) -> str:
+    """A name, a place or random letters (or a short code) spelled with hyphens."""
+    rng = g.rng
+    roll = rng.random()
+    if roll < 0.45:
+        word = g.pick(_NAMES)
+    elif roll < 0.6:
+        word = g.pick(_PLACES)
+    elif roll < 0.85:
+        word = "".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 8)))
+    else:
+        code = _code(rng)  # digits alone are hyphenated, so read one by one
+        return "-".join(code[: rng.randint(3, 7)]) if code.isdecimal() else code
+    return "-".join(word.upper())
+
+
+def _exchange(g: _Grammar) -> str:
+    """A question, then a short clause that checks the answer: a spelled name or code, or a
+    short reply; sometimes a closing sentence. Chained after a question, a short spelled
+    clause made joe-ar speak the question again (issue 25): these teach it to go on."""
+    rng = g.rng
+    question = g.pick(_SPELL_ASKS) if rng.random() < 0.6 else _question(g)
+    if rng.random() < 0.8:
+        answer = g.pick(_SPELL_CHECKS).format(_spelled(g))
+    else:
+        answer = g.pick(_INTERJECTIONS)
+    parts = [question, answer]
+    if rng.random() < 0.3:
+        parts.append(g.pick(_AGENT_LINES) if rng.random() < 0.5 else _reply(g))
+    return " ".join(" ".join(part.split()) for part in parts)
+
+
 def _reply(g: _Grammar) -> str:
     return g.pick(_INTERJECTIONS)
 
@@ -402,7 +444,9 @@ def _single(g: _Grammar, version: int) -> str:
     return text[0].upper() + text[1:]
 
 
-def _item(g: _Grammar, version: int) -> str:
+def _item(g: _Grammar, version: int, exchange_share: float = 0.0) -> str:
+    if exchange_share and g.rng.random() < exchange_share:
+        return _exchange(g)
     if version >= 2 and g.rng.random() < _PARAGRAPH_SHARE:
         return " ".join(_single(g, version) for _ in range(g.rng.randint(3, 5)))
     return _single(g, version)
@@ -428,20 +472,24 @@ def held_out() -> frozenset[str]:
 GENERATOR_VERSION = 2
 
 
-def generate_sentences(count: int, seed: int = 0,
-                       version: int = GENERATOR_VERSION) -> Iterator[str]:
+def generate_sentences(count: int, seed: int = 0, version: int = GENERATOR_VERSION,
+                       exchange_share: float = 0.0) -> Iterator[str]:
     """`count` normalized items (a sentence or, from version 2, sometimes a paragraph);
     the same seed and version always give the same sequence, and the first n of a longer
-    run equal a run of n. Version 1 is the grammar joe-ar's first 8,000 were drawn from."""
+    run equal a run of n. Version 1 is the grammar joe-ar's first 8,000 were drawn from.
+    `exchange_share` of the items are exchanges: a question, then a short spelled or
+    confirming clause (0 leaves the sequence as it was)."""
     if version not in (1, 2):
         raise ValueError(f"generator version must be 1 or 2, not {version}")
+    if not 0.0 <= exchange_share <= 1.0:
+        raise ValueError(f"exchange_share must be between 0 and 1, not {exchange_share}")
     rng = random.Random(seed)
     grammar = _Grammar(rng)
     normalizer = make_normalizer("en")
     excluded = held_out()
     produced = 0
     while produced < count:
-        text = _item(grammar, version)
+        text = _item(grammar, version, exchange_share)
         if text in excluded:
             continue
         yield normalizer.normalize(text)

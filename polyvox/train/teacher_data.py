@@ -72,12 +72,17 @@ class TeacherDataConfig:
     generator: int = GENERATOR_VERSION  # polyvox.train.sentences grammar version
     speed_label: str = "effective"  # what an utterance's speed says (see above)
     teacher_speeds: tuple[float, float] = TEACHER_SPEEDS  # the teacher's speed draws
+    # This share of the items are exchanges: a question, then a short spelled or confirming
+    # clause, spoken as a paragraph (polyvox.train.sentences._exchange)
+    exchange_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.num_sentences < 1 or self.shard_size < 1:
             raise ValueError("num_sentences and shard_size must be >= 1")
         if not 0.0 <= self.varied_speed_share <= 1.0:
             raise ValueError("varied_speed_share must be between 0 and 1")
+        if not 0.0 <= self.exchange_share <= 1.0:
+            raise ValueError("exchange_share must be between 0 and 1")
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
 
@@ -207,6 +212,7 @@ def read_manifest(out: Path) -> dict:
     found.setdefault("varied_speed_share", 0.0)  # ... before speeds
     found.setdefault("generator", 1)  # ... before the service grammar
     found.setdefault("speed_label", "nominal")  # ... before effective speeds
+    found.setdefault("exchange_share", 0.0)  # ... before exchanges
     found["teacher_speeds"] = list(found.get("teacher_speeds", SPEED_RANGE))
     return found
 
@@ -218,7 +224,8 @@ def _check_manifest(out: Path, config: TeacherDataConfig) -> None:
     if path.exists():
         found = read_manifest(out)
         for key in ("seed", "shard_size", "noise", "teacher", "target",
-                    "varied_speed_share", "generator", "speed_label", "teacher_speeds"):
+                    "varied_speed_share", "generator", "speed_label", "teacher_speeds",
+                    "exchange_share"):
             if found.get(key) != wanted[key]:
                 raise ValueError(f"{out} holds data made with {key}={found.get(key)!r}, not "
                                  f"{wanted[key]!r}: use another --out or the same settings")
@@ -266,7 +273,8 @@ def generate(out: Path, config: TeacherDataConfig, teacher: PiperModel | None = 
     """Write the missing shards of `config` under `out`; returns every shard path."""
     out.mkdir(parents=True, exist_ok=True)
     _check_manifest(out, config)
-    sentences = list(generate_sentences(config.num_sentences, config.seed, config.generator))
+    sentences = list(generate_sentences(config.num_sentences, config.seed, config.generator,
+                                        config.exchange_share))
     paths = []
     for shard in range(config.num_shards):
         path = shard_path(out, shard)
@@ -312,6 +320,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--generator", type=int, default=GENERATOR_VERSION, choices=(1, 2),
                         help="sentence grammar: 1 (joe-ar's first data), 2 (+ customer "
                              "service and paragraphs)")
+    parser.add_argument("--exchanges", type=float, default=0.0, metavar="SHARE",
+                        help="share of items that are a question then a short spelled or "
+                             "confirming clause, spoken as a paragraph")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--relabel-speeds", action="store_true",
                         help="label the utterances of data made before effective speeds "
@@ -325,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--sentences is required")
     config = TeacherDataConfig(args.sentences, args.seed, args.shard_size, args.noise,
                                target=args.target, varied_speed_share=args.varied_speed,
-                               generator=args.generator)
+                               generator=args.generator, exchange_share=args.exchanges)
     generate(args.out, config)
 
 

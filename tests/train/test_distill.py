@@ -15,6 +15,7 @@ from polyvox.models.pocket.weights import WeightsError, load_strict
 from polyvox.train.checkpoints import WEIGHTS, export_student
 from polyvox.train.distill import Distiller, TrainConfig
 from polyvox.train.student import LossWeights, teacher_forcing
+from polyvox.train.teacher_data import read_data
 
 
 def _config(steps: int, **changes) -> TrainConfig:
@@ -316,3 +317,25 @@ def test_a_checkpoint_from_before_a_new_config_field_resumes(tiny_config, teache
     save_checkpoint(tmp_path, state)
     with pytest.raises(ValueError, match="another student config"):
         Distiller(drawn, _config(2), teacher_data, tmp_path, log=False)
+
+
+def test_several_data_directories_train_together_each_repeated_its_count(
+        tiny_config, paragraph_data: Path, teacher_data: Path, tmp_path: Path) -> None:
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", speed_input=True)
+    alone = Distiller(config, _config(2), paragraph_data, tmp_path / "alone", log=False)
+    both = Distiller(config, _config(2), [paragraph_data, teacher_data], tmp_path / "both",
+                     log=False, data_repeats=[1, 3])
+    first = len(alone.examples)
+    assert len(both.examples) == first + len(read_data(teacher_data))
+    # a paragraph's links stay inside its directory: the second one starts afresh
+    assert [e.previous for e in both.examples[:first]] == [e.previous for e in alone.examples]
+    assert both.examples[first].previous == -1
+    items = [item.clause for batch in both._epoch_plan(0) for item in batch]
+    counts = {clause: items.count(clause) for clause in set(items)}
+    assert all(counts[clause] == 1 for clause in alone.training)
+    assert all(counts[clause] == 3 for clause in both.training if clause >= first)
+    both.train()
+    for repeats in ([1], [1, 0]):
+        with pytest.raises(ValueError, match="repeat"):
+            Distiller(config, _config(2), [paragraph_data, teacher_data], tmp_path / "bad",
+                      log=False, data_repeats=repeats)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,30 @@ def test_the_service_grammar_and_paragraphs_are_in_version_2_only() -> None:
     assert not any(ch.isdigit() for sentence in two for ch in sentence)  # normalized
     with pytest.raises(ValueError, match="version"):
         next(generate_sentences(1, version=3))
+
+
+def test_exchanges_are_a_question_then_a_short_spelled_or_confirming_clause(
+        teacher_data: Path) -> None:
+    from polyvox.train.posteval import SURNAMES
+
+    assert list(generate_sentences(300, seed=4, exchange_share=0.0)) == \
+        list(generate_sentences(300, seed=4))  # share 0 leaves the data as it was
+    items = list(generate_sentences(2000, seed=4, exchange_share=0.5))
+    exchanges = [text for text in items if text.split("? ", 1)[0].count(". ") == 0
+                 and "? " in text and len(text.split("? ", 1)[1].split()) <= 14]
+    assert 0.4 < len(exchanges) / len(items) < 0.7
+    spelled = [text for text in exchanges if re.search(r"\b[A-Z] [A-Z]\b", text)]
+    assert len(spelled) > 0.4 * len(exchanges)  # letters, one by one, after the question
+    # the chained-clause probe's surnames stay unseen in training
+    runs = {re.sub("[ -]", "", run) for text in items
+            for run in re.findall(r"\b[A-Z](?:[ -][A-Z]\b)+", text)}
+    assert len(runs) > 100 and not runs & {name.upper() for name in SURNAMES}
+    assert not any(ch.isdigit() for text in items for ch in text)  # normalized
+    with pytest.raises(ValueError, match="exchange_share"):
+        next(generate_sentences(1, exchange_share=1.5))
+    with pytest.raises(ValueError, match="exchange_share"):
+        generate(teacher_data, TeacherDataConfig(num_sentences=3, shard_size=2,
+                                                 exchange_share=0.5), log=False)
 
 
 def test_speeds_are_seeded_per_sentence_and_span_the_range() -> None:
