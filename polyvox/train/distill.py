@@ -17,9 +17,9 @@ import json
 import math
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
