@@ -64,6 +64,10 @@ class TrainConfig:
     # Each clause at an effective speed of FAST_SPEED or more is trained on this many times
     # an epoch (fast speech is the sparsest data: ~16% of data-v2's utterances).
     fast_repeats: int = 1
+    # A chained row keeps a tail of the clause before it: any tail (None), or its AR steps
+    # and at most this many of its last phoneme ids. An engine that drops the earlier
+    # clause's ids in whole KV blocks of 16 keeps 0-15 of them (docs/posttrain.md).
+    prefix_ids: int | None = None
     checkpoint_every: int = 100
     log_every: int = 10
     validation_size: int = 32
@@ -79,6 +83,8 @@ class TrainConfig:
             raise ValueError("steps >= 0, checkpoint_every >= 1 and batch_positions >= 1")
         if self.fast_repeats < 1:
             raise ValueError("fast_repeats must be >= 1")
+        if self.prefix_ids is not None and self.prefix_ids < 0:
+            raise ValueError("prefix_ids must be >= 0 (or None for any tail)")
 
     def learning_rate_at(self, step: int) -> float:
         if step < self.warmup_steps:
@@ -182,15 +188,23 @@ class Distiller:
         for index in self.training_epoch:
             previous = self.examples[index].previous
             if previous >= 0 and rng.random() < self.config.paragraph_chain_probability:
-                items.append(Item(index, previous, rng.randint(1, self.lengths[previous])))
+                items.append(Item(index, previous, self._keep(previous, rng)))
             elif rng.random() < self.config.chain_probability:
                 prefix = self.training[rng.randrange(len(self.training))]
-                items.append(Item(index, prefix, rng.randint(1, self.lengths[prefix])))
+                items.append(Item(index, prefix, self._keep(prefix, rng)))
             else:
                 items.append(Item(index, -1, 0))
         lengths = [self.lengths[item.clause] + item.keep for item in items]
         return [[items[i] for i in batch]
                 for batch in plan_batches(lengths, self.config.batch_positions, rng)]
+
+    def _keep(self, prefix: int, rng: random.Random) -> int:
+        """How many of the last positions of clause `prefix` a chained row keeps."""
+        longest = self.lengths[prefix]
+        if self.config.prefix_ids is not None:
+            audio = longest - len(self.examples[prefix].tokens)  # its AR steps (and BOS)
+            longest = min(longest, audio + rng.randint(0, self.config.prefix_ids))
+        return rng.randint(1, longest)
 
     def _batch_items(self, step: int) -> list[Item]:
         """The step-th batch of the endless sequence of epochs."""
@@ -309,6 +323,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fast-repeats", type=int, default=1,
                         help=f"train on each clause at an effective speed >= {FAST_SPEED} "
                              "this many times an epoch")
+    parser.add_argument("--prefix-ids", type=int, metavar="N",
+                        help="a chained row keeps the earlier clause's AR steps and at most "
+                             "N of its phoneme ids (default: any tail)")
     parser.add_argument("--emitted-loss", type=float, default=0.0,
                         help="weight of the loss on the step generation emits (the mean of "
                              "the config's head draws); 0: off, still reported in validation")
@@ -317,7 +334,8 @@ def main(argv: list[str] | None = None) -> None:
     config = TrainConfig(steps=args.steps, learning_rate=args.lr, warmup_steps=args.warmup,
                          batch_positions=args.batch_positions,
                          checkpoint_every=args.checkpoint_every, seed=args.seed, bf16=args.bf16,
-                         device=args.device, fast_repeats=args.fast_repeats)
+                         device=args.device, fast_repeats=args.fast_repeats,
+                         prefix_ids=args.prefix_ids)
     student = load_config(args.config)
     if args.emitted_loss < 0:
         parser.error("--emitted-loss must be >= 0")

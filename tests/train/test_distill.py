@@ -339,3 +339,26 @@ def test_several_data_directories_train_together_each_repeated_its_count(
         with pytest.raises(ValueError, match="repeat"):
             Distiller(config, _config(2), [paragraph_data, teacher_data], tmp_path / "bad",
                       log=False, data_repeats=repeats)
+
+
+def test_a_chained_row_may_be_kept_to_the_earlier_clauses_steps_and_last_ids(
+        tiny_config, paragraph_data: Path, tmp_path: Path) -> None:
+    """--prefix-ids N: the kept tail of the clause before reaches at most N of its ids
+    (the engine's audio context); by default any tail, its ids included, is kept."""
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", speed_input=True)
+    reaches = {}
+    for ids in (None, 0, 3):
+        distiller = Distiller(config, _config(2, chain_probability=1.0,
+                                              paragraph_chain_probability=1.0,
+                                              prefix_ids=ids),
+                              paragraph_data, tmp_path / str(ids), log=False)
+        reached = []
+        for epoch in range(40):
+            for item in (i for batch in distiller._epoch_plan(epoch) for i in batch):
+                prefix = distiller.examples[item.prefix]
+                reached.append(item.keep - (prefix.length - len(prefix.tokens)))
+        reaches[ids] = max(reached)  # ids of the earlier clause kept, at most
+    assert reaches[0] <= 0 and reaches[3] == 3
+    assert reaches[None] > 10  # a whole earlier clause, ids and all, is sometimes kept
+    with pytest.raises(ValueError, match="prefix_ids"):
+        _config(2, prefix_ids=-1)
