@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SCHEDULES = ("sequential", "interleaved", "batched")
-CHAINING = ("chained", "pocket")
+CHAINING = ("chained", "audio", "pocket")
 GRAPHS = ("off", "shaped", "cuda")
 # Batch sizes the step and decoder run at when graphs are on: a batch is padded up to the
 # next one, so a handful of shapes (and captured CUDA graphs) serve every batch size.
@@ -48,8 +48,11 @@ class EngineConfig:
         progresses, one request's work per engine step, no tensor batching) or batched
         (continuous batching of every stage across requests).
     chaining: chained (each clause is prefilled into the same context, so prosody carries
-        over; older context beyond `context_window` positions is dropped) or pocket
-        (each clause restarts from the voice state with a fresh decoder, as pocket-tts).
+        over; older context beyond `context_window` positions is dropped), audio (chained,
+        but of the clauses before only their generated steps are kept, their text tokens
+        dropped in whole KV blocks: a student trained for it stops repeating an earlier
+        clause, docs/posttrain.md) or pocket (each clause restarts from the voice state
+        with a fresh decoder, as pocket-tts).
         None: the family's preference (`traits.preferred_settings`), else chained.
     """
 

@@ -191,6 +191,7 @@ class Request:
     # --- KV ---
     table: BlockTable = field(default_factory=BlockTable)
     next_position: int = 0
+    steps_start: int = 0  # the position of the current (or last) clause's first AR step
     swapped: tuple[torch.Tensor, torch.Tensor] | None = None  # KV of own blocks when preempted
     # --- generation ---
     generator: torch.Generator = field(default_factory=torch.Generator)

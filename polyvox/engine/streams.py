@@ -150,6 +150,7 @@ class Streams:
             slots = request.table.append(count, request.next_position,
                                          self.blocks.allocate(needed), self.blocks.block_size)
             request.next_position += count
+            request.steps_start = request.next_position
             request.clause = Clause(plan.tokens, plan.frames_after_eos, plan.max_frames,
                                     first_frame=request.progress.generated)
             request.last_latent = None
@@ -217,6 +218,8 @@ class Streams:
             request.next_position = request.voice.length
         else:
             cutoff = request.next_position - self.config.context_window
+            if self.config.chaining == "audio":  # the earlier clause's text tokens go too
+                cutoff = max(cutoff, request.steps_start)
             self.blocks.release(request.table.drop_before(cutoff))
         request.progress.start_clause()
 

@@ -105,6 +105,26 @@ def test_chained_clauses_follow_the_window_as_the_reference_does(family) -> None
     assert (audio["short"][first:] - audio["fresh"][first:]).abs().max() > 1e-2
 
 
+def test_audio_chaining_drops_the_earlier_text_as_the_reference_does(family) -> None:
+    """chaining="audio": of the clauses before, only the blocks holding their generated
+    steps stay (a window of 400 positions would keep everything); the engine keeps what
+    the reference keeps, and the audio differs from plain chaining after clause one."""
+    text = "The kite flew. It came back, slowly. Then it rained."
+    audio = {}
+    for chaining, keep_text in (("audio", False), ("chained", True)):
+        engine = _engine(family, chaining=chaining, context_window=400)
+        engine.add_request(text, "default", _params(family, 3), request_id=chaining)
+        audio.update(run_to_completion(engine))
+        assert engine.is_idle() and engine.check_integrity()
+        offline = family.synthesize(text, params=_params(family, 3), max_tokens=400,
+                                    context_window=400, keep_text=keep_text)
+        torch.testing.assert_close(audio[chaining], offline, atol=1e-4, rtol=0)
+    first = len(family.synthesize("The kite flew.", params=_params(family, 3)))
+    torch.testing.assert_close(audio["audio"][:first], audio["chained"][:first], atol=1e-4,
+                               rtol=0)
+    assert (audio["audio"][first:] - audio["chained"][first:]).abs().max() > 1e-2
+
+
 def test_windowed_decoding_equals_whole_clause_decoding(family) -> None:
     generator = torch.Generator().manual_seed(0)
     latents = torch.randn(1, 40, family.latent_dim, generator=generator) * 0.5

@@ -283,12 +283,14 @@ class StudentFamily(FlowLMStages):
     def synthesize(self, text: str, seed: int = 0, max_tokens: int = 400,
                    params: StudentParams | None = None,
                    context_window: int | None = None,
-                   block_size: int = 16) -> torch.Tensor:
+                   block_size: int = 16, keep_text: bool = True) -> torch.Tensor:
         """The whole text as PCM [N], each clause decoded whole; one generator throughout.
         `context_window=None` (the engine's default for this family, `chaining="pocket"`):
         each clause in a fresh context. Else the clauses are chained as the engine chains
         them: each is prefilled after the last `context_window` positions of the ones
-        before, the older ones dropped in whole blocks of `block_size`."""
+        before, the older ones dropped in whole blocks of `block_size`; `keep_text=False`
+        (the engine's `chaining="audio"`) also drops the blocks that hold only the
+        previous clause's ids and what came before them."""
         params = params or StudentParams(seed=seed)
         generator = torch.Generator().manual_seed(params.seed)
         pieces = []
@@ -298,8 +300,11 @@ class StudentFamily(FlowLMStages):
                 kv = ContiguousKV(*self.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
             else:
                 cutoff = kv.start + kv.length - context_window
+                if not keep_text:
+                    cutoff = max(cutoff, steps_start)
                 kv.drop_before(max(0, cutoff) // block_size * block_size)
             ids = torch.tensor(self.phoneme_ids(clause), dtype=torch.long)
+            steps_start = kv.start + kv.length + len(ids)
             latents = self.clause_latents(ids, kv, params, generator)
             if len(latents):
                 pieces.append(self.decode(latents[None], self.new_decoder_state())[0])
