@@ -2,13 +2,15 @@
 dev split (tune here; report the test split only for the shipped weights):
 
     polyvox train posteval --weights W [--set dev] [--limit N] [--speeds 0.75,1.25,1.5]
-                           [--paragraphs N] [--probes N] [--threads 2] [--json FILE]
+                           [--paragraphs N] [--probes N] [--chainings pocket,chained,audio]
+                           [--threads 2] [--json FILE]
 
 - pace: each sentence spoken at speed 1 and at each speed s; the ratio
   duration(s) * s / duration(1) should be 1 (the target: median within ±7%), and the WER
   at s no worse than at 1 + 0.02;
 - chained paragraphs: consecutive read sentences grouped 3-5 at a time (seeded), spoken
-  with each clause in a fresh context ("pocket") and chained in one context ("chained"):
+  with each clause in a fresh context ("pocket"), chained in one context ("chained") and
+  chained on the earlier clauses' generated steps only ("audio"; `--chainings`):
   WER of each, and clauses heard twice (a sentence's first four words heard more often
   than the paragraph has them);
 - a question, then a short spelled clause ("Is it K-O-W-A-L-S-K-I?"): questions from the
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from polyvox.asr.wer import normalize_for_wer, utterance_errors
+from polyvox.config import CHAINING
 from polyvox.eval.score import corpus, item_errors
 from polyvox.eval.sets import EvalItem, load_items
 
@@ -217,12 +220,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--paragraphs", type=int, default=12)
     parser.add_argument("--probes", type=int, default=30,
                         help="question + spelled clause texts (0: none)")
+    parser.add_argument("--chainings", default="pocket,chained,audio",
+                        help="the engine's chaining modes the paragraphs and probes compare")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--head-draws", type=int,
                         help="noises averaged per step (default: the config's)")
     parser.add_argument("--json", dest="json_path", type=Path)
     args = parser.parse_args(argv)
+    chainings = [mode for mode in args.chainings.split(",") if mode]
+    if not chainings or set(chainings) - set(CHAINING):
+        parser.error(f"--chainings takes modes of {CHAINING}, got {args.chainings!r}")
     import torch
 
     from polyvox.asr.transcribe import Transcriber
@@ -251,13 +259,11 @@ def main(argv: list[str] | None = None) -> None:
     if speeds:
         report.pace = judge_pace(speaker, transcriber, read[: args.limit], speeds, args.seed)
     groups = paragraphs(read, args.paragraphs, args.seed)
-    chained, fresh = load(chaining="chained"), load(chaining="pocket")
-    report.chains = judge_chains({"pocket": fresh, "chained": chained}, transcriber, groups,
-                                 args.seed)
+    modes = {mode: load(chaining=mode) for mode in chainings}
+    report.chains = judge_chains(modes, transcriber, groups, args.seed)
     if args.probes:
-        report.probes = judge_probe({"pocket": fresh, "chained": chained}, transcriber,
-                                    spelled_probe(args.probes), args.seed)
-    del chained, fresh
+        report.probes = judge_probe(modes, transcriber, spelled_probe(args.probes), args.seed)
+    del modes
     codes = [item for item in load_items(args.split, "service")
              if {"code", "phone"} & set(item.categories)]
     teacher = Speaker.load("piper/joe")

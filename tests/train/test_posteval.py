@@ -117,3 +117,11 @@ def test_the_judge_on_the_teacher_through_the_engine() -> None:
     items = load_items("dev", "read")[:3]
     (row,) = judge_pace(speaker, Transcriber(threads=2), items, [1.5])
     assert row.speed == 1.5 and 1.03 < row.median_ratio < 1.2, row
+
+
+def test_an_unknown_chaining_is_refused_before_any_model_loads(capsys) -> None:
+    from polyvox.train.posteval import main
+
+    with pytest.raises(SystemExit):
+        main(["--chainings", "chained,bogus"])
+    assert "--chainings takes modes of" in capsys.readouterr().err

@@ -294,7 +294,7 @@ class StudentFamily(FlowLMStages):
         params = params or StudentParams(seed=seed)
         generator = torch.Generator().manual_seed(params.seed)
         pieces = []
-        kv = None
+        kv, steps_start = None, 0  # steps_start: where the last clause's AR steps began
         for clause in split_text(text, self.count_tokens, max_tokens):
             if kv is None or context_window is None:
                 kv = ContiguousKV(*self.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
