@@ -17,7 +17,10 @@ and steps), as in training, where a clause follows a random tail of at most one 
 the engine's usual 384 reaches back further than the student ever saw. At 128, chained
 paragraphs of read prose score as well as fresh contexts, but after a question a short
 spelled clause is sometimes replaced by the question again (5 of 30 probes, none with
-fresh contexts), so chaining is not the default (docs/posttrain.md, session 22).
+fresh contexts), so chaining is not the default (docs/posttrain.md, session 22). The
+repeat comes from the earlier clause's ids in the context: `chaining="audio"` drops them,
+and a student trained for it (`polyvox train distill --prefix-ids 15`) did not repeat
+(session 23); the shipped weights were not trained for it.
 """
 
 from __future__ import annotations
