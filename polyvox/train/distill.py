@@ -35,7 +35,7 @@ from polyvox.models.joe_ar.network import (
 from polyvox.train.batches import Example, LatentStats, make_batch, make_examples, plan_batches
 from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
 from polyvox.train.student import Batch, LossWeights, count_parameters, student_losses
-from polyvox.train.teacher_data import read_data, read_manifest
+from polyvox.train.teacher_data import Utterance, read_data, read_manifest
 
 VALIDATION_EVERY = 50  # one utterance in 50 is held out for the validation loss
 FAST_SPEED = 1.15  # effective speeds from here are "fast" for TrainConfig.fast_repeats
@@ -160,7 +160,7 @@ class Distiller:
     # --- data --------------------------------------------------------------------------
 
     @staticmethod
-    def _read_directory(data: Path, student: StudentConfig) -> list:
+    def _read_directory(data: Path, student: StudentConfig) -> list[Utterance]:
         """A data directory's utterances, checked against the student it trains."""
         manifest = read_manifest(data)
         target = manifest["target"]
@@ -344,9 +344,6 @@ def main(argv: list[str] | None = None) -> None:
         emitted_temperature=student.default_temperature))
     if args.speed_input:
         student = dataclasses.replace(student, speed_input=True)
-    if args.data_repeats is not None and (len(args.data_repeats) != len(args.data)
-                                          or min(args.data_repeats) < 1):
-        parser.error("--data-repeats takes one count >= 1 per --data directory")
     Distiller(student, config, args.data, args.out, init=args.init,
               data_repeats=args.data_repeats).train()
 

@@ -15,7 +15,7 @@ dev split (tune here; report the test split only for the shipped weights):
   than the paragraph has them);
 - a question, then a short spelled clause ("Is it K-O-W-A-L-S-K-I?"): questions from the
   training grammar (not the eval sets), surnames from a list written for this probe,
-  spoken fresh and chained; texts whose question is heard twice. Chained, joe-ar spoke the
+  spoken in each chaining mode; texts whose question is heard twice. Chained, joe-ar spoke the
   question again in place of the spelled clause (docs/posttrain.md, session 22);
 - codes and long digit strings: the service lines with codes or phone numbers; a clip
   longer than 2x the teacher's for the same line is a loop.

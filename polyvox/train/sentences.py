@@ -403,10 +403,7 @@ def _exchange(g: _Grammar) -> str:
     clause made joe-ar speak the question again (issue 25): these teach it to go on."""
     rng = g.rng
     question = g.pick(_SPELL_ASKS) if rng.random() < 0.6 else _question(g)
-    if rng.random() < 0.8:
-        answer = g.pick(_SPELL_CHECKS).format(_spelled(g))
-    else:
-        answer = g.pick(_INTERJECTIONS)
+    answer = g.pick(_SPELL_CHECKS).format(_spelled(g)) if rng.random() < 0.8 else _reply(g)
     parts = [question, answer]
     if rng.random() < 0.3:
         parts.append(g.pick(_AGENT_LINES) if rng.random() < 0.5 else _reply(g))
