@@ -8,15 +8,18 @@ dev split (tune here; report the test split only for the shipped weights):
 - pace: each sentence spoken at speed 1 and at each speed s; the ratio
   duration(s) * s / duration(1) should be 1 (the target: median within ±7%), and the WER
   at s no worse than at 1 + 0.02;
-- chained paragraphs: consecutive read sentences grouped 3-5 at a time (seeded), spoken
+- chained paragraphs: consecutive read sentences grouped 3-5 at a time (one fixed
+  grouping, PARAGRAPH_SEED; `--seed` only changes how they are spoken), spoken
   with each clause in a fresh context ("pocket"), chained in one context ("chained") and
   chained on the earlier clauses' generated steps only ("audio"; `--chainings`):
   WER of each, and clauses heard twice (a sentence's first four words heard more often
   than the paragraph has them);
 - a question, then a short spelled clause ("Is it K-O-W-A-L-S-K-I?"): questions from the
   training grammar (not the eval sets), surnames from a list written for this probe,
-  spoken in each chaining mode; texts whose question is heard twice. Chained, joe-ar spoke the
-  question again in place of the spelled clause (docs/posttrain.md, session 22);
+  spoken in each chaining mode; texts whose question is heard twice; then the same
+  questions with three templates the exchange data never used ("Did you say ...?").
+  Chained, joe-ar spoke the question again in place of the spelled clause
+  (docs/posttrain.md, session 22);
 - codes and long digit strings: the service lines with codes or phone numbers; a clip
   longer than 2x the teacher's for the same line is a loop.
 
@@ -44,6 +47,9 @@ from polyvox.eval.sets import EvalItem, load_items
 LOOP_FACTOR = 2.0  # a clip this many times the teacher's is a loop
 PACE_TOLERANCE = 0.07
 PROBE_SEED = 4242  # the training grammar's questions for the spelled-clause probe
+PROBE_TEMPLATES = ("Is it {}?",)  # a template the exchange data uses (docs/distill.md)
+UNSEEN_TEMPLATES = ("Did you say {}?", "You said {}, correct?", "Spelled {}, right?")
+PARAGRAPH_SEED = 0  # the paragraphs' sizes: one fixed set, whatever seed speaks them
 SURNAMES = ("Kowalski", "Nguyen", "Okafor", "Lindqvist", "Marsh", "Patel", "Duarte",
             "Ferreira", "Haugen", "Ibarra", "Jovic", "Quinlan", "Sorensen", "Tamura", "Valdez",
             "Whitlock", "Abbott", "Castro", "Dunleavy", "Egan", "Fitch", "Garza", "Holm",
@@ -75,6 +81,7 @@ class Report:
     pace: list[PaceRow] = field(default_factory=list)
     chains: list[ChainRow] = field(default_factory=list)
     probes: list[ChainRow] = field(default_factory=list)  # repeated_clauses: questions heard twice
+    unseen_probes: list[ChainRow] = field(default_factory=list)  # UNSEEN_TEMPLATES
     codes_wer: float | None = None
     loops: int = 0
     codes: int = 0
@@ -152,9 +159,11 @@ def judge_chains(speakers: dict[str, Any], transcriber: Any,
     return _judge_texts(speakers, transcriber, [(text, text) for text in texts], seed)
 
 
-def spelled_probe(count: int = 30) -> list[tuple[str, str]]:
+def spelled_probe(count: int = 30,
+                  templates: Sequence[str] = PROBE_TEMPLATES) -> list[tuple[str, str]]:
     """`count` (question, spelled clause) pairs: questions of 4-12 words from the training
-    grammar, each followed by "Is it" and a surname spelled letter by letter."""
+    grammar, each followed by a surname spelled letter by letter in a clause made from
+    `templates` in turn ("Is it K-O-W-A-L-S-K-I?")."""
     from polyvox.train.sentences import generate_sentences
 
     if not 1 <= count <= len(SURNAMES):
@@ -166,8 +175,8 @@ def spelled_probe(count: int = 30) -> list[tuple[str, str]]:
             questions.append(text)
         if len(questions) == count:
             break
-    return [(question, f"Is it {'-'.join(name.upper())}?")
-            for question, name in zip(questions, SURNAMES)]
+    return [(question, templates[index % len(templates)].format("-".join(name.upper())))
+            for index, (question, name) in enumerate(zip(questions, SURNAMES))]
 
 
 def judge_probe(speakers: dict[str, Any], transcriber: Any,
@@ -191,22 +200,24 @@ def judge_codes(speaker: Any, teacher: Any, transcriber: Any,
 
 def format_report(report: Report) -> str:
     lines = [f"# {report.model} ({report.weights or 'shipped weights'}), {report.split} split",
-             "", "| speed | median duration x speed / duration at 1 | within ±7% | WER | "
-             "WER at 1 |", "|---|---|---|---|---|"]
+             "", ("| speed | median duration x speed / duration at 1 | within ±7% | WER | "
+                  "WER at 1 |"), "|---|---|---|---|---|"]
     lines += [f"| {r.speed} | {r.median_ratio:.3f} | {r.within_band:.0%} | {r.wer:.3f} | "
               f"{r.wer_at_one:.3f} |" for r in report.pace]
     lines += ["", "| clauses | WER | clauses heard twice | paragraphs |", "|---|---|---|---|"]
     lines += [f"| {r.chaining} | {r.wer:.3f} | {r.repeated_clauses} | {r.paragraphs} |"
               for r in report.chains]
-    if report.probes:
-        header = ("| clauses | WER | a question, then a spelled clause: question heard "
-                  "twice | texts |")
+    for rows, which in ((report.probes, "Is it"), (report.unseen_probes, "other")):
+        if not rows:
+            continue
+        header = (f"| clauses | WER | a question, then a spelled clause ({which}): "
+                  "question heard twice | texts |")
         lines += ["", header, "|---|---|---|---|"]
         lines += [f"| {r.chaining} | {r.wer:.3f} | {r.repeated_clauses} | {r.paragraphs} |"
-                  for r in report.probes]
+                  for r in rows]
     if report.codes_wer is not None:
-        lines += ["", f"codes and digit strings: WER {report.codes_wer:.3f}, "
-                      f"{report.loops} loops in {report.codes} lines"]
+        lines += ["", (f"codes and digit strings: WER {report.codes_wer:.3f}, "
+                       f"{report.loops} loops in {report.codes} lines")]
     return "\n".join(lines)
 
 
@@ -219,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speeds", default="0.75,1.25,1.5")
     parser.add_argument("--paragraphs", type=int, default=12)
     parser.add_argument("--probes", type=int, default=30,
-                        help="question + spelled clause texts (0: none)")
+                        help="question + spelled clause texts per template set (0: none)")
     parser.add_argument("--chainings", default="pocket,chained,audio",
                         help="the engine's chaining modes the paragraphs and probes compare")
     parser.add_argument("--seed", type=int, default=0)
@@ -258,11 +269,13 @@ def main(argv: list[str] | None = None) -> None:
             break
     if speeds:
         report.pace = judge_pace(speaker, transcriber, read[: args.limit], speeds, args.seed)
-    groups = paragraphs(read, args.paragraphs, args.seed)
+    groups = paragraphs(read, args.paragraphs, PARAGRAPH_SEED)
     modes = {mode: load(chaining=mode) for mode in chainings}
     report.chains = judge_chains(modes, transcriber, groups, args.seed)
     if args.probes:
         report.probes = judge_probe(modes, transcriber, spelled_probe(args.probes), args.seed)
+        report.unseen_probes = judge_probe(
+            modes, transcriber, spelled_probe(args.probes, UNSEEN_TEMPLATES), args.seed)
     del modes
     codes = [item for item in load_items(args.split, "service")
              if {"code", "phone"} & set(item.categories)]

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from polyvox.eval.sets import load_items
-from polyvox.train.posteval import heard_twice, judge_pace, judge_probe, paragraphs, spelled_probe
+from polyvox.train.posteval import (
+    PROBE_TEMPLATES,
+    UNSEEN_TEMPLATES,
+    heard_twice,
+    judge_pace,
+    judge_probe,
+    paragraphs,
+    spelled_probe,
+)
 
 
 def test_paragraphs_are_consecutive_read_sentences_three_to_five_at_a_time() -> None:
@@ -37,6 +45,21 @@ def test_the_spelled_probe_is_questions_then_a_spelled_name_off_the_eval_sets() 
     assert not any(question in text for question, _ in pairs for text in evaluated)
     with pytest.raises(ValueError, match="1-30"):
         spelled_probe(31)
+
+
+def test_the_unseen_templates_ask_the_same_questions_about_the_same_names() -> None:
+    seen, unseen = spelled_probe(6), spelled_probe(6, UNSEEN_TEMPLATES)
+    assert [q for q, _ in unseen] == [q for q, _ in seen]
+    assert [s for _, s in unseen[:3]] == ["Did you say K-O-W-A-L-S-K-I?",
+                                          "You said N-G-U-Y-E-N, correct?",
+                                          "Spelled O-K-A-F-O-R, right?"]
+    assert unseen[3][1] == "Did you say L-I-N-D-Q-V-I-S-T?"
+    from polyvox.train.sentences import generate_sentences
+
+    exchanges = " ".join(generate_sentences(400, seed=3, exchange_share=1.0))
+    assert PROBE_TEMPLATES[0].split("{}")[0] in exchanges  # seen in the exchange data...
+    for template in UNSEEN_TEMPLATES:  # ...the unseen ones never are
+        assert template.split("{}")[0] not in exchanges
 
 
 class _Listener:
@@ -125,3 +148,13 @@ def test_an_unknown_chaining_is_refused_before_any_model_loads(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--chainings", "chained,bogus"])
     assert "--chainings takes modes of" in capsys.readouterr().err
+
+
+def test_the_report_gives_each_probe_template_set_its_own_table() -> None:
+    from polyvox.train.posteval import ChainRow, Report, format_report
+
+    report = Report("pocket/joe-ar", None, "dev", probes=[ChainRow("audio", 0.1, 0, 30)],
+                    unseen_probes=[ChainRow("audio", 0.2, 3, 30)])
+    text = format_report(report)
+    assert "spelled clause (Is it)" in text and "spelled clause (other)" in text
+    assert "| audio | 0.100 | 0 | 30 |" in text and "| audio | 0.200 | 3 | 30 |" in text
