@@ -20,7 +20,8 @@ def _say(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(max(1, args.threads)) if args.threads else None
     speaker = Speaker.load(args.model, weights=args.weights, tokenizer=args.tokenizer,
-                           device=args.device, precision=args.precision)
+                           device=args.device, precision=args.precision,
+                           chaining=args.chaining)
     if speaker.is_random:
         print(f"note: no weights found for {args.model}: it runs with random weights, so the "
               "audio will be noise. Pass --weights PATH (see README, 'Real Pocket TTS weights').",
@@ -65,6 +66,7 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from polyvox.config import add_chaining_argument
     from polyvox.models.registry import DEFAULT_MODEL
 
     parser = argparse.ArgumentParser(prog="polyvox", description=__doc__)
@@ -85,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
                      default="float32")
     say.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    add_chaining_argument(say)
     say.set_defaults(func=_say)
     models = commands.add_parser("models", help="list model names")
     models.set_defaults(func=_models)

@@ -40,6 +40,14 @@ def add_device_arguments(group: Any) -> None:
                        "(auto: on for a GPU)")
 
 
+def add_chaining_argument(group: Any) -> None:
+    """--chaining: how a request's clauses share a context (EngineConfig.chaining)."""
+    group.add_argument("--chaining", choices=CHAINING, default=None,
+                       help="chained: each clause continues the context of the ones before; "
+                       "audio: the same, but only their generated steps are kept; pocket: a "
+                       "fresh context per clause (default: the model's preference)")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """How the engine batches, pages and streams.

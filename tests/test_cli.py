@@ -9,7 +9,7 @@ import wave
 
 def _polyvox(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "polyvox.cli", *args], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, check=False)
 
 
 def test_say_writes_a_wav_and_warns_about_random_weights(tmp_path) -> None:
@@ -50,3 +50,27 @@ def test_missing_voice_file_is_a_clear_error(tmp_path) -> None:
                       "pocket/english_2m", "--voice", str(tmp_path / "none.wav"))
     assert result.returncode == 2
     assert "voice file not found" in result.stderr
+
+
+def test_say_chains_clauses_as_asked_like_the_python_api(tmp_path) -> None:
+    import numpy as np
+
+    from polyvox.audio.wav import to_pcm16
+    from polyvox.speak import Speaker
+
+    text = "Hello there. Your order shipped today."
+    said = {}
+    for mode in ("pocket", "chained"):
+        out = tmp_path / f"{mode}.wav"
+        result = _polyvox("say", text, "-o", str(out), "--model", "pocket/english_2m",
+                          "--chaining", mode)
+        assert result.returncode == 0, result.stderr
+        with wave.open(str(out)) as wav:
+            said[mode] = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+    api = np.frombuffer(to_pcm16(Speaker.load("pocket/english_2m", chaining="pocket")
+                                 .speak(text)), dtype="<i2")
+    assert api.size == said["pocket"].size
+    assert np.abs(api.astype(np.int32) - said["pocket"].astype(np.int32)).max() <= 1
+    # the second clause heard the first (chained) or not (pocket)
+    assert said["chained"].size != said["pocket"].size or \
+        not np.array_equal(said["chained"], said["pocket"])

@@ -12,7 +12,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from polyvox.config import EngineConfig, add_device_arguments, device_settings
+from polyvox.config import (
+    EngineConfig,
+    add_chaining_argument,
+    add_device_arguments,
+    device_settings,
+)
 
 
 def add_bench_parser(commands: Any) -> None:
@@ -43,6 +48,7 @@ def add_bench_parser(commands: Any) -> None:
     bench.add_argument("--chunk-frames", type=int, help="default: the model's choice")
     bench.add_argument("--max-chunk-frames", type=int, help="default: the model's choice")
     bench.add_argument("--max-running", type=int, default=64)
+    add_chaining_argument(bench)
     bench.add_argument("--no-clause-pieces", dest="clause_pieces", action="store_false",
                        help="compute each clause whole (Piper), not its first chunk first")
     bench.add_argument("--kv-memory-mb", type=float, default=512.0,
@@ -111,7 +117,8 @@ class LoadedEngines:
         from polyvox.serving import serve_family
 
         args = self.args
-        config = EngineConfig(schedule=mode, first_chunk_frames=args.first_chunk_frames,
+        config = EngineConfig(schedule=mode, chaining=args.chaining,
+                              first_chunk_frames=args.first_chunk_frames,
                               chunk_frames=args.chunk_frames,
                               max_chunk_frames=args.max_chunk_frames,
                               max_running=args.max_running,

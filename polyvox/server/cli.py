@@ -17,7 +17,7 @@ def default_data_dir() -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from polyvox.config import SCHEDULES, add_device_arguments
+    from polyvox.config import SCHEDULES, add_chaining_argument, add_device_arguments
     from polyvox.models.registry import DEFAULT_MODEL
 
     model = parser.add_argument_group("model")
@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--max-running", type=int, default=64,
                         help="streams the engine batches (and decoder slots)")
     engine.add_argument("--kv-memory-mb", type=float, default=512.0)
+    add_chaining_argument(engine)
     add_device_arguments(engine)
     cluster = parser.add_argument_group("cluster (Ray Serve replicas: docs/deploy.md)")
     cluster.add_argument("--replicas", type=int, default=None,
@@ -134,8 +135,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from polyvox.config import EngineConfig, device_settings
     from polyvox.server.config import MiB, ServerConfig
 
-    engine = EngineConfig(schedule=args.schedule, max_running=args.max_running,
-                          kv_memory_mb=args.kv_memory_mb,
+    engine = EngineConfig(schedule=args.schedule, chaining=args.chaining,
+                          max_running=args.max_running, kv_memory_mb=args.kv_memory_mb,
                           **device_settings(args.device, args.graphs, args.overlap))
     return ServerConfig(
         model=args.model, engine=engine, weights=args.weights, tokenizer=args.tokenizer,

@@ -171,3 +171,17 @@ def test_the_baseline_loop_records_every_stream() -> None:
             assert record.is_ok and record.chunk_samples == [250] * 4
             assert record.sent <= record.chunk_times[0]
             assert record.chunk_times == sorted(record.chunk_times) and record.finished
+
+
+def test_the_bench_serves_the_chaining_it_is_given(tmp_path) -> None:
+    from polyvox.bench.cli import LoadedEngines
+    from polyvox.models.registry import load_model
+
+    family = load_model("pocket/english_2m")
+    for given, served_as in (([], "chained"), (["--chaining", "pocket"], "pocket")):
+        args = build_parser().parse_args(["bench", "--model", "pocket/english_2m", *given])
+        served = LoadedEngines(args, family, tmp_path).serve("batched", "float32")
+        try:
+            assert served.engine.config.chaining == served_as
+        finally:
+            served.stop()

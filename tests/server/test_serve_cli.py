@@ -18,6 +18,19 @@ def test_serve_parser_defaults_and_limits() -> None:
     config = config_from_args(args)
     assert (config.max_streams, config.max_queued, config.api_key) == (8, 3, "k")
     assert config.engine.max_running == 8
+    assert config.engine.chaining is None  # the model's preference
+    args = parser.parse_args(["serve", "--chaining", "audio"])
+    assert config_from_args(args).engine.chaining == "audio"
+
+
+def test_an_unknown_chaining_is_refused_by_the_parser(capsys) -> None:
+    import pytest
+
+    parser = argparse.ArgumentParser(prog="polyvox")
+    add_serve_parser(parser.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--chaining", "sometimes"])
+    assert "invalid choice: 'sometimes'" in capsys.readouterr().err
 
 
 def test_a_model_that_cannot_load_stops_the_server(tmp_path) -> None:
