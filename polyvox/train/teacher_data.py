@@ -83,6 +83,9 @@ class TeacherDataConfig:
             raise ValueError("varied_speed_share must be between 0 and 1")
         if not 0.0 <= self.exchange_share <= 1.0:
             raise ValueError("exchange_share must be between 0 and 1")
+        low, high = self.teacher_speeds
+        if not 0.0 < low <= high:
+            raise ValueError(f"teacher_speeds must be 0 < low <= high, got {low}, {high}")
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
 
@@ -317,6 +320,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="share of sentences spoken at a random speed in "
                              f"{TEACHER_SPEEDS[0]}-{TEACHER_SPEEDS[1]} (log-uniform; each utterance "
                              "labelled with its effective speed); the rest at 1.0")
+    parser.add_argument("--teacher-speeds", type=float, nargs=2, default=TEACHER_SPEEDS,
+                        metavar=("LOW", "HIGH"),
+                        help="the range --varied-speed draws the teacher's speed argument from "
+                             f"(default {TEACHER_SPEEDS[0]} {TEACHER_SPEEDS[1]}); e.g. 1.35 2.6 "
+                             "for fast speech only")
     parser.add_argument("--generator", type=int, default=GENERATOR_VERSION, choices=(1, 2),
                         help="sentence grammar: 1 (joe-ar's first data), 2 (+ customer "
                              "service and paragraphs)")
@@ -336,7 +344,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--sentences is required")
     config = TeacherDataConfig(args.sentences, args.seed, args.shard_size, args.noise,
                                target=args.target, varied_speed_share=args.varied_speed,
-                               generator=args.generator, exchange_share=args.exchanges)
+                               generator=args.generator, exchange_share=args.exchanges,
+                               teacher_speeds=tuple(args.teacher_speeds))
     generate(args.out, config)
 
 

@@ -14,6 +14,7 @@ from polyvox.train.teacher_data import (
     TEACHER_SPEEDS,
     TeacherDataConfig,
     generate,
+    main,
     read_data,
     read_shard,
     sentence_generator,
@@ -174,6 +175,25 @@ def test_speeds_are_seeded_per_sentence_and_span_the_range() -> None:
     assert min(changed) < low * 1.2 and max(changed) > high / 1.2
     plain = TeacherDataConfig(num_sentences=1)
     assert {sentence_speed(plain, index) for index in range(100)} == {1.0}
+
+
+def test_a_fast_only_range_is_drawn_from_and_reaches_the_data(tmp_path: Path) -> None:
+    fast = TeacherDataConfig(num_sentences=1, varied_speed_share=1.0, teacher_speeds=(1.3, 2.5))
+    speeds = [sentence_speed(fast, index) for index in range(200)]
+    assert all(1.3 <= speed <= 2.5 for speed in speeds)
+    assert min(speeds) < 1.45 and max(speeds) > 2.2
+    for bad in ((0.0, 1.0), (2.0, 1.5)):
+        with pytest.raises(ValueError, match="teacher_speeds"):
+            TeacherDataConfig(num_sentences=1, teacher_speeds=bad)
+    # the command line: every utterance spoken faster than at speed 1, and the range kept
+    # in the manifest (a rerun with another range is refused)
+    out = tmp_path / "fast"
+    main(["--out", str(out), "--sentences", "2", "--shard-size", "2", "--seed", "3",
+          "--varied-speed", "1", "--teacher-speeds", "1.3", "2.5"])
+    assert all(u.speed > 1.1 for u in read_data(out))
+    with pytest.raises(ValueError, match="teacher_speeds"):
+        main(["--out", str(out), "--sentences", "2", "--shard-size", "2", "--seed", "3",
+              "--varied-speed", "1"])
 
 
 def test_a_paragraph_at_a_speed_is_its_sentences_in_order_at_that_pace(teacher,
