@@ -1,6 +1,6 @@
 """How intelligible can joe's fast speech be? The noise-free Piper teacher's dev read
 sentences, sped up in several ways, judged by whisper tiny.en like `polyvox eval`
-(docs/posttrain.md, "Fast speech: what the judge allows").
+(docs/posttrain.md, "Fast speech: what this voice and judge allow").
 
     python scripts/fast_speech_ceiling.py --speeds 1,1.25,1.5 \
         --ways uniform,piper,wsola [--limit N] [--json F]
@@ -27,11 +27,11 @@ import numpy as np
 import torch
 
 from polyvox.asr.transcribe import Transcriber
-from polyvox.eval.score import item_errors
+from polyvox.eval.score import corpus, item_errors
 from polyvox.eval.sets import load_items
 from polyvox.models.piper.front import Sentence
 from polyvox.models.piper.model import PiperModel
-from polyvox.text.pipeline import TextPipeline
+from polyvox.text.normalize import make_normalizer
 
 PAUSE_SYMBOLS = " ,.;:!?-"
 
@@ -89,14 +89,13 @@ class Teacher:
         self.piper = PiperModel.load(num_threads=1, verify=False)
         id_map = self.piper.config.phoneme_id_map
         self.pause_ids = {i for symbol in PAUSE_SYMBOLS for i in id_map.get(symbol, [])}
+        self.normalizer = make_normalizer("en")  # as the engine normalizes a whole text
 
     def speak(self, text: str, speed: float, way: str) -> torch.Tensor:
         if way == "wsola":
             return wsola(self.speak(text, 1.0, "uniform"), speed)
-        pipeline = TextPipeline(lambda clause: len(clause.split()), 1000)
-        normalized = " ".join(pipeline.feed(text) + pipeline.flush())
         pieces = []
-        for ids in self.piper.sentence_ids(normalized):
+        for ids in self.piper.sentence_ids(self.normalizer.normalize(text)):
             length = speed if way == "piper" else 1.0
             (stage1,) = self.piper.front.run_stage1(
                 [Sentence(ids, self.piper.scales(length, noise=False),
@@ -127,13 +126,15 @@ def main() -> None:
     results = {}
     for speed in [float(value) for value in args.speeds.split(",")]:
         for way in args.ways.split(",") if speed != 1.0 else ["uniform"]:
-            started, edits, words, samples = time.perf_counter(), 0, 0, 0
+            started, errors, samples = time.perf_counter(), [], 0
             for item in items:
                 audio = teacher.speak(item.text, speed, way)
-                errors = item_errors(item, judge.transcribe(audio, teacher.piper.sample_rate))
-                edits, words = edits + errors.num_edits, words + len(errors.reference)
+                errors.append(item_errors(item, judge.transcribe(audio,
+                                                                 teacher.piper.sample_rate)))
                 samples += audio.numel()
-            row = {"edits": edits, "words": words, "wer": round(edits / words, 4),
+            pooled = corpus(errors)
+            row = {"edits": pooled.num_edits, "words": pooled.num_reference_words,
+                   "wer": round(pooled.wer, 4),
                    "audio_s": round(samples / teacher.piper.sample_rate, 1)}
             results[f"{speed}/{way}"] = row
             print(f"speed {speed} {way}: {row} ({time.perf_counter() - started:.0f} s)",
