@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from polyvox.text.normalize import make_normalizer
+from polyvox.train.wide_vocab import WideVocab, load_wide_vocab
 
 _NAMES = """Anna Ben Clara David Elena Frank Grace Henry Isla Jack Karen Leo Maria Noah Olivia
 Peter Quinn Rosa Samuel Tara Umar Vera Walter Xavier Yusuf Zoe Amelia Bruno Chloe Daniel Emma
@@ -139,24 +140,51 @@ def _article(word: str) -> str:
 class _Grammar:
     """One random source, many small productions; each returns a phrase."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, wide: WideVocab | None = None) -> None:
         self.rng = rng
+        self.wide = wide  # version 3: half the open-class words come from the wide lists
+        self.wide_names = wide.names if wide is not None else frozenset()
 
     def pick(self, items: Sequence[T]) -> T:
         return self.rng.choice(items)
 
+    def widen(self) -> bool:
+        """Whether this word comes from the wide lists (never drawn for versions 1-2, so
+        their sequences stay as they were)."""
+        return self.wide is not None and self.rng.random() < _WIDE_SHARE
+
     def noun(self) -> str:
+        if self.widen():
+            return self.pick(self.wide.nouns)
         return self.pick(_THINGS if self.rng.random() < 0.7 else _ANIMALS)
+
+    def adjective(self) -> str:
+        return self.pick(self.wide.adjectives) if self.widen() else self.pick(_ADJECTIVES)
+
+    def transitive(self) -> tuple[str, str]:
+        return self.pick(self.wide.transitive) if self.widen() else self.pick(_TRANSITIVE)
+
+    def name(self) -> str:
+        if not self.widen():
+            return self.pick(_NAMES)
+        first = self.pick(self.wide.first_names)
+        return f"{first} {self.pick(self.wide.last_names)}" if self.rng.random() < 0.2 else first
+
+    def lower_first(self, text: str) -> str:
+        """`text` to follow other words: its first letter lowered unless it starts a name."""
+        if text.split(" ", 1)[0] in self.wide_names:
+            return text
+        return _lower_first(text)
 
     def noun_phrase(self) -> str:
         roll, noun = self.rng.random(), self.noun()
         if roll < 0.35:
             return f"the {noun}"
         if roll < 0.55:
-            adjective = self.pick(_ADJECTIVES)
+            adjective = self.adjective()
             return f"{_article(adjective)} {adjective} {noun}"
         if roll < 0.7:
-            return f"the {self.pick(_ADJECTIVES)} {noun}"
+            return f"the {self.adjective()} {noun}"
         if roll < 0.85:
             return f"{self.pick(['two', 'three', 'several', 'some', 'many', 'a few'])} {_plural(noun)}"
         return f"{self.pick(['my', 'your', 'our', 'their', 'his', 'her'])} {noun}"
@@ -168,10 +196,10 @@ class _Grammar:
             pronoun = self.pick(["I", "you", "we", "they", "he", "she"])
             return pronoun, pronoun in ("he", "she")
         if roll < 0.55:
-            return self.pick(_NAMES), True
+            return self.name(), True
         if roll < 0.8:
             return f"{self.pick(['the', 'my', 'our', 'their', 'a'])} {self.pick(_PEOPLE)}", True
-        return f"the {self.pick(_ADJECTIVES)} {self.pick(_PEOPLE + _ANIMALS)}", True
+        return f"the {self.adjective()} {self.pick(_PEOPLE + _ANIMALS)}", True
 
     def place(self) -> str:
         roll = self.rng.random()
@@ -194,13 +222,13 @@ class _Grammar:
         subject, singular = self.subject()
         roll = self.rng.random()
         if roll < 0.35:
-            _, past = self.pick(_TRANSITIVE)
+            _, past = self.transitive()
             return f"{subject} {past} {self.noun_phrase()}{self.extras()}"
         if roll < 0.5:
             _, past = self.pick(_INTRANSITIVE)
             return f"{subject} {past}{self.extras()}"
         if roll < 0.7:
-            base, _ = self.pick(_TRANSITIVE)
+            base, _ = self.transitive()
             return f"{subject} {self.pick(_MODALS)} {base} {self.noun_phrase()}{self.extras()}"
         if roll < 0.85:
             base, _ = self.pick(_TRANSITIVE + _INTRANSITIVE)
@@ -210,9 +238,9 @@ class _Grammar:
         copula = ("is" if singular else "are") if subject != "I" else "am"
         if self.rng.random() < 0.5:
             copula = ("was" if singular or subject == "I" else "were")
-        adjectives = self.pick(_ADJECTIVES)
+        adjectives = self.adjective()
         if self.rng.random() < 0.4:
-            adjectives += f" and {self.pick(_ADJECTIVES)}"
+            adjectives += f" and {self.adjective()}"
         return f"{subject} {copula} {self.pick(['very ', 'quite ', 'rather ', 'so ', ''])}{adjectives}"
 
 
@@ -221,36 +249,36 @@ def _statement(g: _Grammar) -> str:
 
 
 def _compound(g: _Grammar) -> str:
-    return f"{g.clause()}, {g.pick(_CONNECT)} {_lower_first(g.clause())}{g.pick(['.', '.', '!'])}"
+    return f"{g.clause()}, {g.pick(_CONNECT)} {g.lower_first(g.clause())}{g.pick(['.', '.', '!'])}"
 
 
 def _subordinate(g: _Grammar) -> str:
-    return f"{g.pick(_OPENERS)} {_lower_first(g.clause())}, {_lower_first(g.clause())}."
+    return f"{g.pick(_OPENERS)} {g.lower_first(g.clause())}, {g.lower_first(g.clause())}."
 
 
 def _question(g: _Grammar) -> str:
     roll = g.rng.random()
     subject, singular = g.subject()
-    base, _ = g.pick(_TRANSITIVE)
+    base, _ = g.transitive()
     if roll < 0.3:
-        return f"Did {_lower_first(subject)} {base} {g.noun_phrase()}{g.extras()}?"
+        return f"Did {g.lower_first(subject)} {base} {g.noun_phrase()}{g.extras()}?"
     if roll < 0.55:
         wh = g.pick(["Where", "Why", "When", "How", "How often"])
         aux = "does" if singular else "do"
-        return f"{wh} {aux} {_lower_first(subject)} {base} {g.noun_phrase()}?"
+        return f"{wh} {aux} {g.lower_first(subject)} {base} {g.noun_phrase()}?"
     if roll < 0.8:
         return f"{g.pick(['Can', 'Could', 'Would', 'Will'])} you {base} {g.noun_phrase()}{g.extras()}?"
     return f"Is {g.noun_phrase()} still {g.place()}?"
 
 
 def _command(g: _Grammar) -> str:
-    base, _ = g.pick(_TRANSITIVE)
+    base, _ = g.transitive()
     opener = g.pick(["Please ", "", "Don't forget to ", "Remember to ", "Try to ", "Never "])
     return f"{opener}{base} {g.noun_phrase()}{g.extras()}."
 
 
 def _exclamation(g: _Grammar) -> str:
-    adjective = g.pick(_ADJECTIVES)
+    adjective = g.adjective()
     return g.pick([
         f"What {_article(adjective)} {adjective} {g.noun()}!",
         f"How {adjective} the {g.pick(_LOCATIONS)} looks {g.pick(_TIMES)}!",
@@ -261,14 +289,14 @@ def _exclamation(g: _Grammar) -> str:
 def _listing(g: _Grammar) -> str:
     items = [g.noun_phrase() for _ in range(g.rng.randint(3, 5))]
     subject, _ = g.subject()
-    _, past = g.pick(_TRANSITIVE)
+    _, past = g.transitive()
     return f"{subject} {past} {', '.join(items[:-1])}, and {items[-1]}."
 
 
 def _long(g: _Grammar) -> str:
     parts = [g.clause() for _ in range(g.rng.randint(3, 4))]
     joins = [g.pick([", and ", "; ", ", but ", ", so ", ": ", ", while "]) for _ in parts[1:]]
-    text = parts[0] + "".join(join + _lower_first(part) for join, part in zip(joins, parts[1:]))
+    text = parts[0] + "".join(join + g.lower_first(part) for join, part in zip(joins, parts[1:]))
     return text + "."
 
 
@@ -362,7 +390,7 @@ def _service(g: _Grammar) -> str:
         f"The card ending in {_digits(rng, 4)} "
         f"{g.pick(['was declined', 'has expired', 'was charged ' + _amount(rng), 'is on file'])}.",
         f"Thanks for calling {company}, this is {g.pick(_NAMES)}, how can I help you today?",
-        f"I see your {thing} from {day}, {_lower_first(g.pick(_AGENT_LINES))}",
+        f"I see your {thing} from {day}, {g.lower_first(g.pick(_AGENT_LINES))}",
         g.pick(_AGENT_LINES),
         f"{g.pick(['Press', 'Say or press', 'Dial'])} {rng.randint(0, 9)} "
         f"for {g.pick(['billing', 'support', 'sales', 'returns', 'an agent', 'your balance'])}.",
@@ -415,7 +443,7 @@ def _reply(g: _Grammar) -> str:
 
 
 def _quoted(g: _Grammar) -> str:
-    speaker = g.pick(_NAMES)
+    speaker = g.name()
     quote = _statement(g)[:-1]
     return f'"{quote[:1].upper()}{quote[1:]}," {speaker} {g.pick(["said", "replied", "whispered", "shouted"])}.'
 
@@ -425,15 +453,53 @@ _PRODUCTIONS: list[tuple[Callable[[_Grammar], str], float]] = [
     (_command, 0.08), (_exclamation, 0.05), (_listing, 0.05), (_long, 0.06),
     (_numbers, 0.10), (_reply, 0.04), (_quoted, 0.04),
 ]
+_PREPOSITIONS = """above across along around behind below beneath beside between beyond inside
+into onto over through toward under within without past near against among""".split()
+_RELATIVES = ["who", "that", "which"]
+_LINKS = ["whenever", "because", "although", "until", "while", "before", "after", "since",
+          "as soon as", "even though", "unless", "whether or not"]
+
+
+def _wide_sentence(g: _Grammar) -> str:
+    """Version 3 only: shapes the older productions lack (progressive and present verbs,
+    relative clauses, prepositions of place), over the wide lists."""
+    wide, rng = g.wide, g.rng
+    subject, singular = g.subject()
+    past, third, ing = g.pick(wide.verb_forms)
+    where = f"{g.pick(_PREPOSITIONS)} {g.noun_phrase()}"
+    roll = rng.random()
+    if roll < 0.3:
+        be = ("was" if singular or subject == "I" else "were") if rng.random() < 0.6 else \
+            ("am" if subject == "I" else "is" if singular else "are")
+        return f"{subject} {be} {ing} {g.noun_phrase()} {where}."
+    if roll < 0.6:
+        later, _, _ = g.pick(wide.verb_forms)
+        return (f"The {g.noun()} {g.pick(_RELATIVES)} {past} {g.noun_phrase()} "
+                f"{later} {where}.")
+    if roll < 0.85:
+        other, other_singular = g.subject()
+        _, other_third, _ = g.pick(wide.verb_forms)
+        verb = third if singular else g.pick(wide.transitive)[0]
+        other_verb = other_third if other_singular else g.pick(wide.transitive)[0]
+        return (f"{subject} {verb} {g.noun_phrase()} {g.pick(_LINKS)} "
+                f"{g.lower_first(other)} {other_verb} {g.noun_phrase()}.")
+    return f"{g.pick(['Why', 'How', 'When', 'Where'])} {'was' if singular else 'were'} " \
+        f"{g.lower_first(subject)} {ing} {g.noun_phrase()} {where}?"
+
+
 #: Version 2 (issue 25) adds customer-service lines and paragraphs of 3-5 sentences, whose
 #: sentences the teacher speaks one by one: the student learns to chain real neighbours.
 _SERVICE_SHARE = 0.3  # of single sentences
+_WIDE_SHARE = 0.5  # version 3: of nouns, adjectives, transitive verbs and names in prose
+_WIDE_SENTENCES = 0.35  # version 3: of the other single sentences, made by _wide_sentence
 _PARAGRAPH_SHARE = 0.12  # of items
 
 
 def _single(g: _Grammar, version: int) -> str:
     if version >= 2 and g.rng.random() < _SERVICE_SHARE:
         text = _service(g)
+    elif version >= 3 and g.rng.random() < _WIDE_SENTENCES:
+        text = _wide_sentence(g)
     else:
         productions, weights = zip(*_PRODUCTIONS)
         text = g.rng.choices(productions, weights)[0](g)
@@ -473,15 +539,16 @@ def generate_sentences(count: int, seed: int = 0, version: int = GENERATOR_VERSI
                        exchange_share: float = 0.0) -> Iterator[str]:
     """`count` normalized items (a sentence or, from version 2, sometimes a paragraph);
     the same seed and version always give the same sequence, and the first n of a longer
-    run equal a run of n. Version 1 is the grammar joe-ar's first 8,000 were drawn from.
+    run equal a run of n. Version 1 is the grammar joe-ar's first 8,000 were drawn from; version 3 is
+    version 2 with half its prose words drawn from a wide vocabulary (polyvox.train.wide_vocab).
     `exchange_share` of the items are exchanges: a question, then a short spelled or
     confirming clause (0 leaves the sequence as it was)."""
-    if version not in (1, 2):
-        raise ValueError(f"generator version must be 1 or 2, not {version}")
+    if version not in (1, 2, 3):
+        raise ValueError(f"generator version must be 1, 2 or 3, not {version}")
     if not 0.0 <= exchange_share <= 1.0:
         raise ValueError(f"exchange_share must be between 0 and 1, not {exchange_share}")
     rng = random.Random(seed)
-    grammar = _Grammar(rng)
+    grammar = _Grammar(rng, load_wide_vocab() if version >= 3 else None)
     normalizer = make_normalizer("en")
     excluded = held_out()
     produced = 0

@@ -325,9 +325,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="the range --varied-speed draws the teacher's speed argument from "
                              f"(default {TEACHER_SPEEDS[0]} {TEACHER_SPEEDS[1]}); e.g. 1.35 2.6 "
                              "for fast speech only")
-    parser.add_argument("--generator", type=int, default=GENERATOR_VERSION, choices=(1, 2),
+    parser.add_argument("--generator", type=int, default=GENERATOR_VERSION, choices=(1, 2, 3),
                         help="sentence grammar: 1 (joe-ar's first data), 2 (+ customer "
-                             "service and paragraphs)")
+                             "service and paragraphs), 3 (2 with a wide vocabulary; the "
+                             "train extra)")
     parser.add_argument("--exchanges", type=float, default=0.0, metavar="SHARE",
                         help="share of items that are a question then a short spelled or "
                              "confirming clause, spoken as a paragraph")

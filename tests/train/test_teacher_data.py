@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from polyvox.asr.wer import normalize_for_wer
 from polyvox.train.sentences import generate_sentences, held_out
 from polyvox.train.teacher_data import (
     TEACHER_SPEEDS,
@@ -137,7 +138,52 @@ def test_the_service_grammar_and_paragraphs_are_in_version_2_only() -> None:
     assert not any(text.count(". ") >= 2 for text in one)  # version 1 made no paragraphs
     assert not any(ch.isdigit() for sentence in two for ch in sentence)  # normalized
     with pytest.raises(ValueError, match="version"):
-        next(generate_sentences(1, version=3))
+        next(generate_sentences(1, version=4))
+
+
+def _vocabulary(texts) -> set[str]:
+    return {word for text in texts for word in normalize_for_wer(text)}
+
+
+def test_version_3_speaks_a_wide_vocabulary_and_leaves_version_2_as_it_was() -> None:
+    """Grammar 3 is grammar 2 with half its prose words drawn from the wide lists: its
+    vocabulary is several times larger, it covers much more of the eval sets' read prose
+    than version 2 does, and asking for it does not change what version 2 makes."""
+    from polyvox.eval.sets import load_items
+    from polyvox.train.wide_vocab import load_wide_vocab
+
+    two_before = list(generate_sentences(2000, seed=8))
+    three = list(generate_sentences(2000, seed=8, version=3))
+    two = list(generate_sentences(2000, seed=8))
+    assert two == two_before
+    assert three != two and list(generate_sentences(50, seed=8, version=3)) == three[:50]
+    wide = load_wide_vocab()
+    assert len(wide.nouns) > 5000 and len(wide.transitive) > 800 and len(wide.first_names) > 1500
+    assert ("stir", "stirred") in wide.transitive and "applied" not in dict(wide.transitive)
+    v2, v3 = _vocabulary(two), _vocabulary(three)
+    assert len(v3) > 2 * len(v2)
+    read = [word for item in load_items("dev") if item.kind == "read"
+            for word in normalize_for_wer(item.text)]
+    missed = [word for word in read if word not in v2]
+    covered = [word for word in missed if word in v3]
+    assert len(covered) > 0.15 * len(missed), (len(covered), len(missed))
+    spoken = " ".join(three)
+    assert "dollars" in spoken and " dot " in spoken  # the service lines are still there
+
+
+def test_a_wide_name_after_a_connective_keeps_its_capital() -> None:
+    import random
+
+    from polyvox.train.sentences import _Grammar
+    from polyvox.train.wide_vocab import load_wide_vocab
+
+    wide = _Grammar(random.Random(0), load_wide_vocab())
+    plain = _Grammar(random.Random(0))
+    assert "Mary" in load_wide_vocab().first_names
+    assert wide.lower_first("Mary fixed the lamp") == "Mary fixed the lamp"
+    assert plain.lower_first("Mary fixed the lamp") == "mary fixed the lamp"  # as version 2 did
+    assert wide.lower_first("The lamp broke") == "the lamp broke"
+    assert wide.lower_first("I waited") == "I waited"
 
 
 def test_exchanges_are_a_question_then_a_short_spelled_or_confirming_clause(
