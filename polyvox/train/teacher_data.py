@@ -46,6 +46,7 @@ from polyvox.models.joe_ar.network import SPEED_RANGE
 # labels) span about SPEED_RANGE (docs/distill.md).
 TEACHER_SPEEDS = (0.42, 2.9)
 from polyvox.train.sentences import GENERATOR_VERSION, generate_sentences
+from polyvox.train.wide_vocab import load_wide_vocab
 
 TARGETS = ("prior", "z")
 
@@ -343,6 +344,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.sentences is None:
         parser.error("--sentences is required")
+    if args.generator >= 3:
+        try:  # before any teacher is loaded: a missing extra costs nothing
+            load_wide_vocab()
+        except RuntimeError as error:
+            parser.error(str(error))
     config = TeacherDataConfig(args.sentences, args.seed, args.shard_size, args.noise,
                                target=args.target, varied_speed_share=args.varied_speed,
                                generator=args.generator, exchange_share=args.exchanges,

@@ -52,10 +52,13 @@ def _census(name: str, count: int) -> tuple[str, ...]:
 def load_wide_vocab() -> WideVocab:
     """The lists, filtered to plain lowercase words of 3+ letters and sorted, so the same
     seed draws the same words on every machine; profanity is left out."""
-    try:
+    try:  # the `train` extra
         import lemminflect
-    except ImportError as error:  # the `train` extra
-        raise RuntimeError("grammar version 3 needs the train extra: pip install 'polyvox[train]'") from error
+        import names  # noqa: F401  (its census lists are read as package data)
+        import wonderwords  # noqa: F401  (its word lists likewise)
+    except ImportError as error:
+        raise RuntimeError(f"grammar version 3 needs the train extra ({error.name} is missing): "
+                           "pip install 'polyvox[train]'") from error
 
     def plain(name: str) -> list[str]:
         return sorted({word for word in _package_lines("wonderwords.assets", name) if _WORD.fullmatch(word)})

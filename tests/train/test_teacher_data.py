@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,18 @@ def test_data_labelled_with_the_teachers_speed_argument_is_relabelled(
     assert [u.speed for u in read_data(tmp_path)] == [u.speed for u in fast]
     assert read_manifest(tmp_path)["speed_label"] == "effective"
     assert relabel_speeds(tmp_path, teacher) == 0
+
+
+def test_grammar_3_without_the_train_extra_is_refused_before_any_work(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from polyvox.train.wide_vocab import load_wide_vocab
+
+    monkeypatch.setitem(sys.modules, "wonderwords", None)  # import fails as if not installed
+    load_wide_vocab.cache_clear()
+    try:
+        with pytest.raises(SystemExit):
+            main(["--out", str(tmp_path / "data"), "--sentences", "4", "--generator", "3"])
+    finally:
+        load_wide_vocab.cache_clear()
+    assert "train extra (wonderwords is missing)" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
