@@ -81,7 +81,7 @@ def versions() -> dict[str, str]:
 def _load_speaker(model: str, weights: str | None) -> Speaker:
     from polyvox.speak import Speaker
 
-    speaker = Speaker.load(model, weights=weights)
+    speaker = Speaker.load(model, weights=weights, repeatable=True)
     if speaker.is_random:
         raise ValueError(f"{model} has no trained weights here: on random weights its audio "
                          "is noise, and the WER of noise means nothing. Pass --weights PATH.")

@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     from polyvox.speak import Speaker
 
     def load(**kwargs: Any) -> Speaker:
-        speaker = Speaker.load(args.model, weights=args.weights, **kwargs)
+        speaker = Speaker.load(args.model, weights=args.weights, repeatable=True, **kwargs)
         if args.head_draws is not None:
             set_head_draws(speaker, args.model, args.head_draws)
         return speaker
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     del modes
     codes = [item for item in load_items(args.split, "service")
              if {"code", "phone"} & set(item.categories)]
-    teacher = Speaker.load("piper/joe")
+    teacher = Speaker.load("piper/joe", repeatable=True)
     report.codes_wer, report.loops = judge_codes(speaker, teacher, transcriber, codes,
                                                  args.seed)
     report.codes = len(codes)

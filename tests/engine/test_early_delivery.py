@@ -46,8 +46,8 @@ def test_audio_handed_over_early_equals_the_stepped_audio(model, monkeypatch) ->
     def run(early: bool) -> dict[str, torch.Tensor]:
         ticks = iter(range(1, 10**9))
         clock = lambda: next(ticks) * 1e-3  # noqa: E731
-        monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=clock))
-        monkeypatch.setattr(engine_module, "_now", clock)
+        monkeypatch.setattr(engine_module, "time", SimpleNamespace(perf_counter=clock,
+                                                                   monotonic=clock))
         engine = make_engine(model, first_chunk_frames=1, chunk_frames=4)
         handed: dict[str, list[torch.Tensor]] = {}
         returned: list = []
