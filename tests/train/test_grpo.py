@@ -132,16 +132,30 @@ def test_a_grpo_run_scores_steps_resumes_as_if_uninterrupted_and_exports(tiny_co
     from polyvox.train.dpo import RolloutSettings
     from polyvox.train.grpo import GRPOConfig, GRPORun, GRPOSettings
 
-    config = dataclasses.replace(tiny_config, text_features="teacher_prior", speed_input=True)
-    student = build_student(config)
-    random_init(torch.nn.ModuleDict({"flow_lm": student}), 3)
-    weights, _ = export_student(student, config, tmp_path / "init")
     transcriber = Transcriber(threads=2)
     # a learning rate big enough for the weights to move visibly in two steps
     settings = GRPOConfig(steps=2, prompts_per_step=1, learning_rate=1e-3, checkpoint_every=1,
                           sampler=SDESettings(steps=2, a=0.7, temperature=1.0),
                           objective=GRPOSettings(kl=0.1),
                           rollouts=RolloutSettings(group=3, varied_speed_share=1.0))
+    # NOTE: random weights put the EOS logit anywhere, and this machine's float kernels
+    # move it; where it is above the threshold from the first allowed step, every rollout
+    # ends there, the rewards are equal, no group is used and the weights never move (the
+    # resume check below would then hold trivially). So the threshold is raised until a
+    # probe step's rollouts end at different times.
+    for threshold in [0.25 * i for i in range(13)]:
+        config = dataclasses.replace(tiny_config, text_features="teacher_prior",
+                                     speed_input=True, default_eos_threshold=threshold)
+        student = build_student(config)
+        random_init(torch.nn.ModuleDict({"flow_lm": student}), 3)
+        weights, _ = export_student(student, config, tmp_path / f"init-{threshold}")
+        probe = tmp_path / f"probe-{threshold}"
+        GRPORun(weights, probe, dataclasses.replace(settings, steps=1), transcriber,
+                log=False).train()
+        if json.loads((probe / "log.jsonl").read_text().splitlines()[0])["groups_used"] > 0:
+            break
+    else:
+        pytest.fail("no EOS threshold up to 3 made this random student's rollouts differ")
     straight = GRPORun(weights, tmp_path / "straight", settings, transcriber, log=False)
     straight.train()
     steps = [json.loads(line) for line in (tmp_path / "straight" / "log.jsonl").open()]
