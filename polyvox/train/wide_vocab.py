@@ -5,7 +5,7 @@ words in the evaluation sets' read prose are outside them, and those are where j
 extra errors sit (docs/distill.md, session 26). This module reads much larger lists from
 three small MIT-licensed registry packages (the `train` extra): nouns, verbs and
 adjectives from `wonderwords`, first and last names from `names` (US census lists), and
-verb and noun inflections from `lemminflect`. Nothing is downloaded at run time.
+verb forms from `lemminflect`. Nothing is downloaded at run time.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def load_wide_vocab() -> WideVocab:
                            "pip install 'polyvox[train]'") from error
 
     def plain(name: str) -> list[str]:
-        return sorted({word for word in _package_lines("wonderwords.assets", name) if _WORD.fullmatch(word)})
+        lines = _package_lines("wonderwords.assets", name)
+        return sorted({word for word in lines if _WORD.fullmatch(word)})
 
     banned = set(plain("profanitylist.txt"))
 
@@ -79,7 +80,7 @@ def load_wide_vocab() -> WideVocab:
             verbs.append((verb, past))
             forms.append((past, third, ing))
     adjectives = [word for word in plain("adjectivelist.txt") if word not in banned]
+    first_names = set(_census("dist.female.first", 1500) + _census("dist.male.first", 700))
     return WideVocab(nouns=tuple(nouns), transitive=tuple(verbs), verb_forms=tuple(forms),
-                     adjectives=tuple(adjectives),
-                     first_names=tuple(sorted(set(_census("dist.female.first", 1500) + _census("dist.male.first", 700)))),
+                     adjectives=tuple(adjectives), first_names=tuple(sorted(first_names)),
                      last_names=tuple(sorted(set(_census("dist.all.last", 3000)))))
