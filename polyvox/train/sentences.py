@@ -162,7 +162,9 @@ class _Grammar:
         return self.pick(self.wide.adjectives) if self.widen() else self.pick(_ADJECTIVES)
 
     def transitive(self) -> tuple[str, str]:
-        return self.pick(self.wide.transitive) if self.widen() else self.pick(_TRANSITIVE)
+        if self.widen():
+            return self.pick(self.wide.verbs)[:2]
+        return self.pick(_TRANSITIVE)
 
     def name(self) -> str:
         if not self.widen():
@@ -465,7 +467,7 @@ def _wide_sentence(g: _Grammar) -> str:
     relative clauses, prepositions of place), over the wide lists."""
     wide, rng = g.wide, g.rng
     subject, singular = g.subject()
-    past, third, ing = g.pick(wide.verb_forms)
+    _, past, third, ing = g.pick(wide.verbs)
     where = f"{g.pick(_PREPOSITIONS)} {g.noun_phrase()}"
     roll = rng.random()
     if roll < 0.3:
@@ -473,14 +475,14 @@ def _wide_sentence(g: _Grammar) -> str:
             ("am" if subject == "I" else "is" if singular else "are")
         return f"{subject} {be} {ing} {g.noun_phrase()} {where}."
     if roll < 0.6:
-        later, _, _ = g.pick(wide.verb_forms)
+        later = g.pick(wide.verbs).past
         return (f"The {g.noun()} {g.pick(_RELATIVES)} {past} {g.noun_phrase()} "
                 f"{later} {where}.")
     if roll < 0.85:
         other, other_singular = g.subject()
-        _, other_third, _ = g.pick(wide.verb_forms)
-        verb = third if singular else g.pick(wide.transitive)[0]
-        other_verb = other_third if other_singular else g.pick(wide.transitive)[0]
+        other_third = g.pick(wide.verbs).third
+        verb = third if singular else g.pick(wide.verbs).base
+        other_verb = other_third if other_singular else g.pick(wide.verbs).base
         return (f"{subject} {verb} {g.noun_phrase()} {g.pick(_LINKS)} "
                 f"{g.lower_first(other)} {other_verb} {g.noun_phrase()}.")
     return f"{g.pick(['Why', 'How', 'When', 'Where'])} {'was' if singular else 'were'} " \

@@ -14,15 +14,24 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import NamedTuple
 
 _WORD = re.compile(r"[a-z]{3,}")
+
+
+class Verb(NamedTuple):
+    """A verb's forms; wonderwords does not mark transitivity, the grammar uses each as one."""
+
+    base: str
+    past: str
+    third: str  # third person singular present
+    ing: str
 
 
 @dataclass(frozen=True)
 class WideVocab:
     nouns: tuple[str, ...]
-    transitive: tuple[tuple[str, str], ...]  # (base, past); wonderwords does not mark transitivity
-    verb_forms: tuple[tuple[str, str, str], ...]  # (past, third person, -ing) of the same verbs
+    verbs: tuple[Verb, ...]
     adjectives: tuple[str, ...]
     first_names: tuple[str, ...]
     last_names: tuple[str, ...]
@@ -71,16 +80,15 @@ def load_wide_vocab() -> WideVocab:
         return forms[0] if forms and _WORD.fullmatch(forms[0]) else None
 
     nouns = [word for word in plain("nounlist.txt") if word not in banned]
-    verbs, forms = [], []
+    verbs = []
     for verb in plain("verblist.txt"):
         lemmas = lemminflect.getLemma(verb, "VERB")
         past, third, ing = (inflect(verb, tag) for tag in ("VBD", "VBZ", "VBG"))
         # some entries are already inflected ("altered", "applied"): keep base forms only
         if verb not in banned and lemmas and lemmas[0] == verb and past and third and ing:
-            verbs.append((verb, past))
-            forms.append((past, third, ing))
+            verbs.append(Verb(verb, past, third, ing))
     adjectives = [word for word in plain("adjectivelist.txt") if word not in banned]
     first_names = set(_census("dist.female.first", 1500) + _census("dist.male.first", 700))
-    return WideVocab(nouns=tuple(nouns), transitive=tuple(verbs), verb_forms=tuple(forms),
+    return WideVocab(nouns=tuple(nouns), verbs=tuple(verbs),
                      adjectives=tuple(adjectives), first_names=tuple(sorted(first_names)),
                      last_names=tuple(sorted(set(_census("dist.all.last", 3000)))))
