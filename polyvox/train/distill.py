@@ -29,8 +29,10 @@ from polyvox.models.joe_ar.network import (
     StudentConfig,
     build_student,
     config_to_dict,
+    exported_layers,
     load_config,
     read_student_weights,
+    silence_layers,
 )
 from polyvox.train.batches import Example, LatentStats, make_batch, make_examples, plan_batches
 from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
@@ -141,7 +143,16 @@ class Distiller:
         self._plans: list[list[list[Item]]] = []
         state = load_checkpoint(self.out)
         if state is None and init is not None:
-            read_student_weights(self.model, init, keep_missing=("prior_proj.", "speed_proj."))
+            # A deeper student than the export (`--layers`) keeps the export's layers and
+            # starts its extra ones as pass-throughs (silence_layers).
+            have, want = exported_layers(init), student.flow_lm.transformer.num_layers
+            if have > want:
+                raise ValueError(f"{init} has {have} backbone layers, the student {want}: "
+                                 "a student can only be deepened from an export")
+            extra = tuple(f"transformer.layers.{index}." for index in range(have, want))
+            read_student_weights(self.model, init,
+                                 keep_missing=("prior_proj.", "speed_proj.", *extra))
+            silence_layers(self.model, have)
         elif state is None:
             stats = LatentStats.of(kept, student.frames_per_step)
             self.model.emb_mean.copy_(stats.mean)
@@ -294,6 +305,13 @@ class Distiller:
         export_student(self.model, self.student, self.out)
 
 
+def with_layers(student: StudentConfig, layers: int) -> StudentConfig:
+    """The student with `layers` backbone layers (the rest of its config unchanged)."""
+    flow_lm = student.flow_lm
+    backbone = dataclasses.replace(flow_lm.transformer, num_layers=layers)
+    return dataclasses.replace(student, flow_lm=dataclasses.replace(flow_lm, transformer=backbone))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Distil the Piper teacher into a Pocket-"
                                                  "family student (resumes from --out).")
@@ -315,6 +333,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speed-input", action="store_true",
                         help="give the student a pace input (data made with --varied-speed); "
                              "an --init export without one starts it at zero")
+    parser.add_argument("--layers", type=int, metavar="N",
+                        help="backbone layers (default: the config's); more than the --init "
+                             "export has deepens it, the new layers starting as pass-throughs")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU")
     parser.add_argument("--bf16", action="store_true",
@@ -344,6 +365,10 @@ def main(argv: list[str] | None = None) -> None:
         emitted_temperature=student.default_temperature))
     if args.speed_input:
         student = dataclasses.replace(student, speed_input=True)
+    if args.layers is not None:
+        if args.layers < 1:
+            parser.error("--layers must be >= 1")
+        student = with_layers(student, args.layers)
     Distiller(student, config, args.data, args.out, init=args.init,
               data_repeats=args.data_repeats).train()
 

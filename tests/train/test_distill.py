@@ -229,6 +229,39 @@ def test_init_of_a_paced_student_from_one_without_pace(tiny_config, teacher_data
                                    teacher_forcing(old.model.eval(), batch)[1])
 
 
+def test_a_deeper_student_starts_from_an_export_computing_what_it_did(
+        tiny_config, teacher_data: Path, tmp_path: Path) -> None:
+    """`--layers` above the export's: its layers are loaded, the new ones pass their input
+    through (same outputs as the export), then train like the rest; fewer is refused."""
+    from polyvox.train.distill import with_layers
+
+    old = Distiller(tiny_config, _config(2), teacher_data, tmp_path / "a", log=False)
+    old.train()
+    layers = tiny_config.flow_lm.transformer.num_layers
+    deeper = with_layers(tiny_config, layers + 2)
+    new = Distiller(deeper, _config(2), teacher_data, tmp_path / "b", log=False,
+                    init=tmp_path / "a" / WEIGHTS)
+    assert len(new.model.transformer.layers) == layers + 2
+    for name, value in old.model.state_dict().items():
+        assert torch.equal(new.model.state_dict()[name], value), name
+    batch = new.batch(0)
+    with torch.no_grad():
+        for got, want in zip(teacher_forcing(new.model.eval(), batch),
+                             teacher_forcing(old.model.eval(), batch)):
+            torch.testing.assert_close(got, want)
+    added = new.model.transformer.layers[layers]
+    assert not added.linear2.weight.any() and added.linear1.weight.any()
+    new.model.train()
+    new.train()
+    assert added.linear2.weight.any() and added.self_attn.out_proj.weight.any()
+    # the export of the deeper run serves with its own config, all layers loaded
+    _, loaded = load_student(tmp_path / "b" / "config.yaml")
+    assert len(loaded.transformer.layers) == layers + 2
+    with pytest.raises(ValueError, match="only be deepened"):
+        Distiller(with_layers(tiny_config, layers - 1), _config(1), teacher_data,
+                  tmp_path / "c", log=False, init=tmp_path / "a" / WEIGHTS)
+
+
 def test_an_exported_run_serves_with_its_own_config(tiny_config, paragraph_data: Path,
                                                     tmp_path: Path) -> None:
     """`polyvox train export` of a paced student; loading its weights picks the config

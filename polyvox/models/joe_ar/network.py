@@ -15,6 +15,7 @@ is channel c of frame g. Latents are generated normalized per channel; `denormal
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,23 @@ def id_features(latents: torch.Tensor, durations: torch.Tensor) -> torch.Tensor:
     VITS gives every id at least one frame; an id of none takes the next id's frame."""
     starts = (durations.cumsum(0) - durations).clamp_max(latents.shape[0] - 1)
     return latents[starts]
+
+
+def exported_layers(weights: str | Path) -> int:
+    """How many backbone layers an export holds (its `flow_lm.transformer.layers.N.` keys)."""
+    with safetensors.safe_open(str(weights), "pt") as file:
+        found = [int(match[1]) for name in file.keys()
+                 if (match := re.match(rf"{re.escape(PREFIX)}transformer\.layers\.(\d+)\.", name))]
+    return max(found) + 1 if found else 0
+
+
+def silence_layers(flow_lm: FlowLM, first: int) -> None:
+    """Zero the residual branches' output projections of backbone layers `first` onward:
+    each such layer then passes its input through unchanged, so a student deepened from
+    an export computes what the export did until training moves them."""
+    for layer in flow_lm.transformer.layers[first:]:
+        nn.init.zeros_(layer.self_attn.out_proj.weight)
+        nn.init.zeros_(layer.linear2.weight)
 
 
 def read_student_weights(flow_lm: FlowLM, weights: str | Path,
