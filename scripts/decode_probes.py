@@ -1,0 +1,192 @@
+"""Decoding-time probes of joe-ar's intelligibility (docs/distill.md, session 27): can the
+student's frames be made crisper after the fact, without training?
+
+    python scripts/decode_probes.py --way WAY [--set dev] [--kind read] [--seed 0]
+        [--limit N] [--json F]
+
+Each sentence is normalized, split into clauses as the engine splits them, and spoken
+offline (a fresh context per clause, each clause decoded whole: `StudentFamily.synthesize`'s
+path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eval`. Ways:
+
+- off: the shipped sampler, unchanged (the baseline of this script's path);
+- snapW: every generated prior frame replaced by the nearest of the clause's own teacher
+  encodings (one per phoneme id: the frames the student was trained to emit), searched
+  from the last chosen id to W ids on (monotone), and fed back as the next input;
+- softA: the frame moved a share A of the way to that encoding for decoding only (W = 2;
+  the student still reads its own frame back);
+- noiseS: the teacher's prior noise added before the flow, as VITS samples:
+  frame + N(0, 1) x exp(log-variance of the nearest id) x S;
+- teacherS: no student: the teacher's own noise-free durations and prior, with latent
+  noise S (0: exactly the target the student learns);
+- stepsK-drawsD-tempT: the head's sampler with K Euler steps, D averaged draws and
+  temperature T (shipped: 1, 2, 0.2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import dataclass
+
+import torch
+
+from polyvox.asr.transcribe import Transcriber
+from polyvox.eval.score import corpus, item_errors
+from polyvox.eval.sets import load_items
+from polyvox.models.joe_ar.family import MIN_STEPS_BEFORE_EOS, StudentFamily, StudentParams
+from polyvox.models.joe_ar.network import id_features, ungroup_frames
+from polyvox.models.layers.attention import ContiguousKV
+from polyvox.models.piper.front import Scales, Sentence
+from polyvox.text.clauses import split_text
+from polyvox.text.normalize import make_normalizer
+
+SIGMA_INPUT = "/Exp_1_output_0"  # the joe graph's exp(log-variance) per frame, into stage 2
+
+
+@dataclass(frozen=True)
+class Way:
+    kind: str  # off, snap, soft, noise, teacher, sampler
+    amount: float = 0.0
+    steps: int = 1
+    draws: int = 2
+    temperature: float | None = None
+
+
+def parse_way(text: str) -> Way:
+    if text == "off":
+        return Way("off")
+    if sampler := re.fullmatch(r"steps(\d+)-draws(\d+)-temp([\d.]+)", text):
+        return Way("sampler", steps=int(sampler[1]), draws=int(sampler[2]),
+                   temperature=float(sampler[3]))
+    if named := re.fullmatch(r"(snap|soft|noise|teacher)([\d.]+)", text):
+        return Way(named[1], float(named[2]))
+    raise argparse.ArgumentTypeError(f"unknown way {text!r} (see the module docstring)")
+
+
+class Clause:
+    """One clause's teacher encodings per id (the student's targets) and their spreads."""
+
+    def __init__(self, family: StudentFamily, ids: list[int]) -> None:
+        front = family.front
+        assert front is not None
+        generator = torch.Generator().manual_seed(0)
+        (stage1,) = front.run_stage1([Sentence(ids, Scales(0.0, 1.0, 0.0), generator)])
+        means = torch.from_numpy(stage1.feed[front._template][0]).float().T  # [T, C]
+        sigmas = torch.from_numpy(stage1.feed[SIGMA_INPUT][0]).float().T
+        self.means = id_features(means, stage1.durations)  # [N, C]
+        self.sigmas = id_features(sigmas, stage1.durations)
+        self.pointer = 0  # the last id a frame was moved towards (monotone search)
+
+    def nearest_ahead(self, frame: torch.Tensor, width: int) -> int:
+        stop = min(len(self.means), self.pointer + width + 1)
+        distances = (self.means[self.pointer: stop] - frame).square().sum(1)
+        self.pointer += int(distances.argmin())
+        return self.pointer
+
+
+def _frames(family: StudentFamily, latent: torch.Tensor) -> torch.Tensor:
+    return ungroup_frames(family.flow_lm.denormalize(latent), family.channels)  # [G, C]
+
+
+def _latent(family: StudentFamily, frames: torch.Tensor) -> torch.Tensor:
+    flow_lm = family.flow_lm
+    return (frames.reshape(1, -1) - flow_lm.emb_mean) / flow_lm.emb_std
+
+
+def student_clause(family: StudentFamily, ids: list[int], way: Way,
+                   generator: torch.Generator) -> torch.Tensor:
+    """The clause's prior frames [T, C] as the student generates them under `way`."""
+    params = StudentParams(temperature=way.temperature)
+    clause = Clause(family, ids)
+    kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
+    tokens = torch.tensor(ids)
+    family.prefill_tokens(tokens, kv.next_positions(len(ids)), kv,
+                          family.text_features(ids, params.speed))
+    kv.commit()
+    latent = torch.full((1, family.latent_dim), float("nan"))
+    emitted = []
+    for index in range(family.max_frames(len(ids), params.speed)):
+        noise = family.sample_noise(generator, params)[None]
+        latent, logit = family.flow_lm.step(latent, kv.next_positions(1)[:, 0], kv, noise,
+                                            way.steps)
+        kv.commit()
+        if index >= MIN_STEPS_BEFORE_EOS and float(logit) > family.eos_threshold(params):
+            break
+        frames = _frames(family, latent)
+        if way.kind == "snap":
+            frames = torch.stack([clause.means[clause.nearest_ahead(f, int(way.amount))]
+                                  for f in frames])
+            latent = _latent(family, frames)  # read back as generated
+        elif way.kind == "soft":
+            frames = torch.stack([f + way.amount * (clause.means[clause.nearest_ahead(f, 2)] - f)
+                                  for f in frames])
+        emitted.append(frames)
+    if not emitted:
+        return torch.zeros(0, family.channels)
+    frames = torch.cat(emitted)
+    if way.kind == "noise":
+        nearest = torch.cdist(frames, clause.means).argmin(1)
+        frames = frames + torch.randn(frames.shape, generator=generator) \
+            * clause.sigmas[nearest] * way.amount
+    return frames
+
+
+def speak(family: StudentFamily, text: str, way: Way, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    pieces = []
+    for clause_text in split_text(text, family.count_tokens, 350):
+        ids = family.phoneme_ids(clause_text)
+        if way.kind == "teacher":
+            assert family.front is not None
+            (stage1,) = family.front.run_stage1([Sentence(ids, Scales(way.amount, 1.0, 0.0),
+                                                          generator)])
+            z = family.front.run_flow(stage1)
+        else:
+            frames = student_clause(family, ids, way, generator)
+            if not len(frames):
+                continue
+            assert family.flow is not None
+            z = family.flow.flow_from_prior(frames.T)
+        pieces.append(family.hifigan(z[None])[0].reshape(-1))
+    return torch.cat(pieces) if pieces else torch.zeros(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--way", type=parse_way, required=True)
+    parser.add_argument("--set", default="dev", choices=["dev", "test"])
+    parser.add_argument("--kind", default="read", choices=["read", "service", "all"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int)
+    parser.add_argument("--json", help="write each sentence's transcript and edits here")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    from polyvox.models.joe_ar.family import load_student_family
+
+    family = load_student_family()
+    family.flow_lm.head_draws = args.way.draws
+    normalizer = make_normalizer()
+    transcriber = Transcriber(threads=1)
+    rows, errors = [], []
+    with torch.no_grad():
+        for item in load_items(args.set, args.kind)[: args.limit]:
+            audio = speak(family, normalizer.normalize(item.text), args.way, args.seed)
+            heard = transcriber.transcribe(audio, family.sample_rate)
+            errors.append(item_errors(item, heard))
+            rows.append({"kind": item.kind, "number": item.number, "heard": heard,
+                         "edits": errors[-1].num_edits,
+                         "seconds": audio.numel() / family.sample_rate})
+            print(f"{item.kind} {item.number}: {errors[-1].num_edits} edits | {heard}",
+                  flush=True)
+    total = corpus(errors)
+    print(f"{args.set} {args.kind} seed {args.seed}: {total.num_edits} edits / "
+          f"{total.num_reference_words} words = {total.wer:.4f}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump({"argv": vars(args) | {"way": str(args.way)}, "sentences": rows}, file,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
