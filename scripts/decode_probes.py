@@ -34,7 +34,12 @@ import torch
 from polyvox.asr.transcribe import Transcriber
 from polyvox.eval.score import corpus, item_errors
 from polyvox.eval.sets import load_items
-from polyvox.models.joe_ar.family import MIN_STEPS_BEFORE_EOS, StudentFamily, StudentParams
+from polyvox.models.joe_ar.family import (
+    MIN_STEPS_BEFORE_EOS,
+    StudentFamily,
+    StudentParams,
+    load_student_family,
+)
 from polyvox.models.joe_ar.network import id_features, ungroup_frames
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.piper.front import Scales, Sentence
@@ -72,7 +77,7 @@ class Clause:
         assert front is not None
         generator = torch.Generator().manual_seed(0)
         (stage1,) = front.run_stage1([Sentence(ids, Scales(0.0, 1.0, 0.0), generator)])
-        means = torch.from_numpy(stage1.feed[front._template][0]).float().T  # [T, C]
+        means = front.prior_mean(stage1).T  # [T, C]
         sigmas = torch.from_numpy(stage1.feed[SIGMA_INPUT][0]).float().T
         self.means = id_features(means, stage1.durations)  # [N, C]
         self.sigmas = id_features(sigmas, stage1.durations)
@@ -162,8 +167,6 @@ def main() -> None:
     parser.add_argument("--json", help="write each sentence's transcript and edits here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    from polyvox.models.joe_ar.family import load_student_family
-
     family = load_student_family()
     family.flow_lm.head_draws = args.way.draws
     normalizer = make_normalizer()

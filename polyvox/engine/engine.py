@@ -119,9 +119,14 @@ class Engine:
         # Not used by the overlapped loop, which delivers a step late by design.
         self.on_chunks: Callable[[list[AudioChunk]], None] | None = None
 
+    @property
+    def _on_step_clock(self) -> bool:
+        """Offline on a step clock (run_on_a_step_clock): the cost model keeps its priors."""
+        return self._seconds_per_step is not None
+
     def clock(self) -> float:
         """Now, as the planner and the listeners' deadlines see it."""
-        return time.monotonic() if self._seconds_per_step is None else self._step_time
+        return self._step_time if self._on_step_clock else time.monotonic()
 
     def run_on_a_step_clock(self, seconds_per_step: float) -> None:
         """Offline synthesis that does not depend on how fast this machine runs: from now
@@ -203,7 +208,7 @@ class Engine:
         request_id = request_id or f"req-{next(self._ids)}"
         if request_id in self.requests:
             raise EngineError(f"request id {request_id!r} is in use")
-        if self._seconds_per_step is not None and not self.requests:
+        if self._on_step_clock and not self.requests:
             # NOTE: on the step clock an idle engine starts over (the clock and the decode
             # tick's phase), so a request's windows do not depend on the ones before it.
             self._step_time, self._ar_steps, self._turns = 0.0, 0, 0
@@ -308,13 +313,13 @@ class Engine:
         view = self.streams.view(self._ar_steps, bool(steps), self._turns, plan_clauses=False)
         chunks = self.planner.plan_decodes(view, self.clock(), self.costs, work)
         outputs = self._run_decodes([DecodeItem(*chunk) for chunk in chunks])
-        if steps and self._seconds_per_step is None:
+        if self._seconds_per_step is not None:
+            self._step_time += self._seconds_per_step
+        elif steps:
             seconds = time.perf_counter() - began
             self.costs.observe_engine_step(seconds)
             if self.recording is not None:
                 self.recording.timings.append(Timing("engine_step", seconds, 1, 0))
-        if self._seconds_per_step is not None:
-            self._step_time += self._seconds_per_step
         endings = self._collect_endings()
         self._count_behind()
         self.load.observe_step(time.perf_counter() - began,
@@ -332,7 +337,7 @@ class Engine:
         """A stage's timing, for the cost model (and the trace, when one is kept)."""
         if calls <= 0:
             return
-        if self._seconds_per_step is None:
+        if not self._on_step_clock:
             getattr(self.costs, stage).observe(seconds, calls, units)
         if self.recording is not None:
             self.recording.timings.append(Timing(stage, seconds, calls, units))

@@ -41,13 +41,12 @@ import safetensors.torch
 import torch
 
 from polyvox.models.joe_ar.network import SPEED_RANGE
+from polyvox.train.sentences import GENERATOR_VERSION, generate_sentences
+from polyvox.train.wide_vocab import load_wide_vocab
 
 # The teacher's speed argument is drawn from here; the effective speeds this gives (the
 # labels) span about SPEED_RANGE (docs/distill.md).
 TEACHER_SPEEDS = (0.42, 2.9)
-from polyvox.train.sentences import GENERATOR_VERSION, generate_sentences
-from polyvox.train.wide_vocab import load_wide_vocab
-
 TARGETS = ("prior", "z")
 
 if TYPE_CHECKING:
