@@ -52,6 +52,8 @@ def _train(args: argparse.Namespace) -> int:
         from polyvox.train.dpo import main as step
     elif args.what == "grpo":
         from polyvox.train.grpo import main as step
+    elif args.what == "pointer":
+        from polyvox.train.pointer import main as step
     else:
         from polyvox.train.teacher_data import main as step
     step(args.rest)
@@ -101,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_prefetch_parser(commands)
     train = commands.add_parser("train", help="train our own voices (see docs/distill.md)")
     train.add_argument("what", choices=["teacher-data", "distill", "evaluate", "export",
-                                          "posteval", "dpo", "grpo"])
+                                          "posteval", "dpo", "grpo", "pointer"])
     train.add_argument("rest", nargs=argparse.REMAINDER, help="options of that step")
     train.set_defaults(func=_train)
     return parser

@@ -41,6 +41,7 @@ class Clause:
     num_frames: int = 0  # frames generated (and kept) so far
     eos_frame: int | None = None  # index of the step whose EOS logit crossed the threshold
     first_frame: int = 0  # the request's frames generated before this clause
+    features: torch.Tensor | None = None  # its plan's per-token features, if any
 
 
 @dataclass

@@ -19,7 +19,9 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
 - teacherS: no student: the teacher's own noise-free durations and prior, with latent
   noise S (0: exactly the target the student learns);
 - stepsK-drawsD-tempT: the head's sampler with K Euler steps, D averaged draws and
-  temperature T (shipped: 1, 2, 0.2).
+  temperature T (shipped: 1, 2, 0.2);
+- a pointer student (`--weights` of `polyvox train pointer`'s export) under "off": its
+  own steps, copies of the teacher's encodings (docs/distill.md, session 28).
 """
 
 from __future__ import annotations
@@ -100,21 +102,25 @@ def _latent(family: StudentFamily, frames: torch.Tensor) -> torch.Tensor:
 
 
 def student_clause(family: StudentFamily, ids: list[int], way: Way,
-                   generator: torch.Generator) -> torch.Tensor:
+                   generator: torch.Generator, speed: float = 1.0) -> torch.Tensor:
     """The clause's prior frames [T, C] as the student generates them under `way`."""
-    params = StudentParams(temperature=way.temperature)
+    params = StudentParams(temperature=way.temperature, speed=speed)
     clause = Clause(family, ids)
     kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
     tokens = torch.tensor(ids)
-    family.prefill_tokens(tokens, kv.next_positions(len(ids)), kv,
-                          family.text_features(ids, params.speed))
+    features = family.text_features(ids, params.speed)
+    family.prefill_tokens(tokens, kv.next_positions(len(ids)), kv, features)
     kv.commit()
+    clauses = None  # a pointer student steps with its clause's features
+    if family.traits.steps_read_clause:
+        assert features is not None
+        clauses = (features[None], torch.tensor([len(ids)]))
     latent = torch.full((1, family.latent_dim), float("nan"))
     emitted = []
     for index in range(family.max_frames(len(ids), params.speed)):
         noise = family.sample_noise(generator, params)[None]
-        latent, logit = family.flow_lm.step(latent, kv.next_positions(1)[:, 0], kv, noise,
-                                            way.steps)
+        latent, logit = family.step_batch(latent, kv.next_positions(1)[:, 0], kv, noise,
+                                          way.steps, clauses)
         kv.commit()
         if index >= MIN_STEPS_BEFORE_EOS and float(logit) > family.eos_threshold(params):
             break
@@ -137,18 +143,19 @@ def student_clause(family: StudentFamily, ids: list[int], way: Way,
     return frames
 
 
-def speak(family: StudentFamily, text: str, way: Way, seed: int) -> torch.Tensor:
+def speak(family: StudentFamily, text: str, way: Way, seed: int,
+          speed: float = 1.0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     pieces = []
     for clause_text in split_text(text, family.count_tokens, 350):
         ids = family.phoneme_ids(clause_text)
         if way.kind == "teacher":
             assert family.front is not None
-            (stage1,) = family.front.run_stage1([Sentence(ids, Scales(way.amount, 1.0, 0.0),
+            (stage1,) = family.front.run_stage1([Sentence(ids, Scales(way.amount, 1 / speed, 0.0),
                                                           generator)])
             z = family.front.run_flow(stage1)
         else:
-            frames = student_clause(family, ids, way, generator)
+            frames = student_clause(family, ids, way, generator, speed)
             if not len(frames):
                 continue
             assert family.flow is not None
@@ -165,16 +172,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int)
     parser.add_argument("--json", help="write each sentence's transcript and edits here")
+    parser.add_argument("--speed", type=float, default=1.0)
+    parser.add_argument("--weights", help="the student export (default: the shipped one)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    family = load_student_family()
+    family = load_student_family(weights=args.weights)
     family.flow_lm.head_draws = args.way.draws
     normalizer = make_normalizer()
     transcriber = Transcriber(threads=1)
     rows, errors = [], []
     with torch.no_grad():
         for item in load_items(args.set, args.kind)[: args.limit]:
-            audio = speak(family, normalizer.normalize(item.text), args.way, args.seed)
+            audio = speak(family, normalizer.normalize(item.text), args.way, args.seed,
+                          args.speed)
             heard = transcriber.transcribe(audio, family.sample_rate)
             errors.append(item_errors(item, heard))
             rows.append({"kind": item.kind, "number": item.number, "heard": heard,

@@ -156,7 +156,7 @@ class Engine:
             frames = int(self.family.max_frames(clause))
             # NOTE: context is dropped in whole blocks: up to one more block stays.
             runner.step_graphs.warm_up(longest_voice + config.context_window + clause + frames
-                                       + config.block_size)
+                                       + config.block_size, max_tokens=clause)
         if runner.decode_graphs is not None and not self.family.traits.decoder_lookahead:
             assert config.max_chunk_frames
             runner.decode_graphs.warm_up(list(range(1, config.max_chunk_frames + 1)))

@@ -103,12 +103,17 @@ class StepGraphs:
         self.family, self.cache, self.buckets = family, cache, buckets
         self.padding_slot, self.capture = padding_slot, capture
         self.device = cache.k.device
-        self.calls: dict[tuple[int, int, int], tuple[ShapedCall, dict[str, torch.Tensor]]] = {}
+        self.calls: dict[tuple[int, int, int, int],
+                         tuple[ShapedCall, dict[str, torch.Tensor]]] = {}
+        # a family that steps with its clauses' features (a pointer student) gets them in
+        # buffers padded to a bucket of token counts, as keys are
+        self.reads_clause = bool(family.traits.steps_read_clause)
+        self.feature_width = getattr(family, "feature_width", 0) if self.reads_clause else 0
         self.pool = _graph_pool(capture)
 
-    def _call(self, rows: int, width: int, sampler_steps: int
+    def _call(self, rows: int, width: int, sampler_steps: int, tokens: int = 0
               ) -> tuple[ShapedCall, dict[str, torch.Tensor]]:
-        key = (rows, width, sampler_steps)
+        key = (rows, width, sampler_steps, tokens)
         if key not in self.calls:
             device, dim = self.device, self.family.latent_dim
             heads, head_dim = self.cache.k.shape[2:]
@@ -126,12 +131,20 @@ class StepGraphs:
                 "v_work": torch.empty(rows * width, heads, head_dim, dtype=self.cache.k.dtype,
                                       device=device),
             }
+            if self.reads_clause:
+                buffers["features"] = torch.zeros(rows, tokens, self.feature_width,
+                                                  device=device)
+                buffers["counts"] = torch.ones(rows, dtype=torch.long, device=device)
 
             def step() -> tuple[torch.Tensor, torch.Tensor]:
                 kv = PagedKV(self.cache.k, self.cache.v, write_slots=buffers["write_slots"],
                              read_slots=buffers["read_slots"],
                              read_positions=buffers["read_positions"],
                              workspace=(buffers["k_work"], buffers["v_work"]))
+                if self.reads_clause:
+                    return self.family.step_batch(
+                        buffers["latents"], buffers["positions"], kv, buffers["noise"],
+                        sampler_steps, clauses=(buffers["features"], buffers["counts"]))
                 return self.family.step_batch(buffers["latents"], buffers["positions"], kv,
                                               buffers["noise"], sampler_steps)
 
@@ -143,13 +156,20 @@ class StepGraphs:
             self.calls[key] = (call, buffers)
         return self.calls[key]
 
-    def warm_up(self, max_width: int, sampler_steps: int = 1) -> None:
-        """Build (with capture: record) every shape up to `max_width` keys per row, so that
+    def warm_up(self, max_width: int, sampler_steps: int = 1, max_tokens: int = 0) -> None:
+        """Build (with capture: record) every shape up to `max_width` keys per row (and,
+        for a family that reads its clauses, `max_tokens` tokens per clause), so that
         serving never stops to capture."""
+        token_buckets = [0]
+        if self.reads_clause:
+            token_buckets = [MIN_WIDTH]
+            while token_buckets[-1] < width_bucket(max(max_tokens, 1)):
+                token_buckets.append(token_buckets[-1] * 2)
         for rows in self.buckets:
             width = MIN_WIDTH
             while width <= width_bucket(max_width):
-                self._call(rows, width, sampler_steps)
+                for tokens in token_buckets:
+                    self._call(rows, width, sampler_steps, tokens)
                 width *= 2
 
     def _fill(self, buffers: dict[str, torch.Tensor], latents: torch.Tensor,
@@ -177,16 +197,37 @@ class StepGraphs:
         buffers["noise"][:count].copy_(to_device(noise, self.device))
         buffers["noise"][count:].zero_()
 
+    @staticmethod
+    def _fill_clauses(buffers: dict[str, torch.Tensor],
+                      clauses: tuple[torch.Tensor, torch.Tensor], device: torch.device) -> None:
+        """Real rows' clause features first; padding rows read one zero token."""
+        features, counts = clauses
+        count, tokens = features.shape[:2]
+        buffers["features"].zero_()
+        buffers["features"][:count, :tokens].copy_(to_device(features, device))
+        buffers["counts"].fill_(1)
+        buffers["counts"][:count].copy_(to_device(counts, device))
+
     def __call__(self, latents: torch.Tensor, positions: list[int], write_slots: list[int],
                  read_slots: list[list[int]], read_positions: list[list[int]],
-                 noise: torch.Tensor, sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """latents [B, D] (on the device; NaN rows: first step), noise [B, D] (host) ->
-        (next latents [B, D], EOS logits [B]), both on the device, owned by the caller."""
+                 noise: torch.Tensor, sampler_steps: int,
+                 clauses: tuple[torch.Tensor, torch.Tensor] | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """latents [B, D] (on the device; NaN rows: first step), noise [B, D] (host), and
+        for a family that reads its clauses their features and counts (host) -> (next
+        latents [B, D], EOS logits [B]), both on the device, owned by the caller."""
         count = len(positions)
         rows = bucket_size(count, self.buckets)
         width = width_bucket(max(len(r) for r in read_slots))
-        call, buffers = self._call(rows, width, sampler_steps)
+        tokens = 0
+        if self.reads_clause:
+            assert clauses is not None, "this family steps with its clauses' features"
+            tokens = width_bucket(clauses[0].shape[1])
+        call, buffers = self._call(rows, width, sampler_steps, tokens)
         self._fill(buffers, latents, positions, write_slots, read_slots, read_positions, noise)
+        if self.reads_clause:
+            assert clauses is not None
+            self._fill_clauses(buffers, clauses, self.device)
         out, eos = call.run()
         return out[:count].clone(), eos[:count].clone()
 

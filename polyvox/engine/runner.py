@@ -230,10 +230,11 @@ class Runner:
         latents = torch.stack([r.last_latent if r.last_latent is not None else nan
                                for r in requests])
         noise = torch.stack([self.family.sample_noise(r.generator, r.params) for r in requests])
+        clauses = self._clauses(requests) if self.family.traits.steps_read_clause else None
         if self.step_graphs is not None:
             return self.step_graphs(latents, [item.position for item in batch],
                                     [item.slot for item in batch], read_slots, read_positions,
-                                    noise, sampler_steps)
+                                    noise, sampler_steps, clauses)
         write_slots = self._long([item.slot for item in batch])
         if self.decode_kernel is not None:  # CPU: attention reads the pool in place
             kv: PagedKV | PoolDecodeKV = PoolDecodeKV(
@@ -249,8 +250,23 @@ class Runner:
                 workspace=self._gather_buffers(*padded.shape),
             )
         positions = self._long([item.position for item in batch])
+        if clauses is not None:
+            clauses = (to_device(clauses[0], self.device), to_device(clauses[1], self.device))
+            return self.family.step_batch(latents, positions, kv, to_device(noise, self.device),
+                                          sampler_steps, clauses=clauses)
         return self.family.step_batch(latents, positions, kv, to_device(noise, self.device),
                                       sampler_steps)
+
+    @staticmethod
+    def _clauses(requests: list[Request]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's clause features, padded (host): ([B, N, F], counts [B])."""
+        features = []
+        for request in requests:
+            assert request.clause is not None and request.clause.features is not None, \
+                "this family steps with its clause's features: plan_clause gives them"
+            features.append(request.clause.features)
+        counts = torch.tensor([len(f) for f in features])
+        return torch.nn.utils.rnn.pad_sequence(features, batch_first=True), counts
 
     @torch.no_grad()
     def decode(self, items: list[DecodeItem],

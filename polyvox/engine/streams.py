@@ -152,7 +152,8 @@ class Streams:
             request.next_position += count
             request.steps_start = request.next_position
             request.clause = Clause(plan.tokens, plan.frames_after_eos, plan.max_frames,
-                                    first_frame=request.progress.generated)
+                                    first_frame=request.progress.generated,
+                                    features=plan.features)
             request.last_latent = None
             items.append(PrefillItem(request, plan.tokens, positions, slots,
                                      features=plan.features))

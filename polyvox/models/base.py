@@ -62,6 +62,9 @@ class FamilyTraits:
     resets_decoder_per_clause: bool = False  # each clause is its own utterance
     starts_clauses_in_pieces: bool = False  # start_clauses(): a clause's first frames first
     clones_voices: bool = False  # voice_from_audio(): a voice from a recording
+    # step_batch also reads each row's clause: its ClausePlan.features, padded, and how
+    # many tokens each row's clause has (`clauses=(features [B, N, F], counts [B])`)
+    steps_read_clause: bool = False
     # EngineConfig fields this family prefers where the user set none (EngineConfig.for_family)
     preferred_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -118,9 +121,12 @@ class ModelFamily(Protocol):
         ...
 
     def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
-             noise: torch.Tensor, sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+                   noise: torch.Tensor, sampler_steps: int,
+                   clauses: tuple[torch.Tensor, torch.Tensor] | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
         """latents [B, D] (NaN rows: first step of a clause), positions [B], noise [B, D]
-        -> (next latents [B, D], EOS logits [B])."""
+        (and with traits.steps_read_clause, `clauses`) -> (next latents [B, D], EOS
+        logits [B])."""
         ...
 
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]: ...

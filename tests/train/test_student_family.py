@@ -17,17 +17,21 @@ from polyvox.models.joe_ar.network import config_to_dict
 TEXT = "The kite flew. It came back, slowly."
 
 
-@pytest.fixture(scope="module", params=["prior", "z", "prior+features", "prior+draws"])
+@pytest.fixture(scope="module",
+                params=["prior", "z", "prior+features", "prior+draws", "prior+pointer"])
 def family(request, tiny_config, teacher, tmp_path_factory: pytest.TempPathFactory):
     """A tiny student of either teacher latent: the prior's mean (decoded through the
     teacher's flow) or z; "+features": it also reads the teacher's text encoding;
-    "+draws": each step averages 4 head draws (the shipped voice's kind of setting)."""
+    "+draws": each step averages 4 head draws (the shipped voice's kind of setting);
+    "+pointer": its frames copy the teacher's encodings its pointer head points at."""
     from polyvox.models.joe_ar.family import load_student_family
 
     latent, _, extra = request.param.partition("+")
-    config = dataclasses.replace(tiny_config, teacher_latent=latent,
-                                 text_features="teacher_prior" if extra == "features" else None,
-                                 head_draws=4 if extra == "draws" else 1)
+    config = dataclasses.replace(
+        tiny_config, teacher_latent=latent,
+        text_features="teacher_prior" if extra in ("features", "pointer") else None,
+        head_draws=4 if extra == "draws" else 1,
+        pointer_width=32 if extra == "pointer" else 0)
     path = tmp_path_factory.mktemp("student") / "tiny.yaml"
     path.write_text(yaml.safe_dump(config_to_dict(config)))
     return load_student_family(path, seed=1)  # random weights: noise, but deterministic
@@ -190,3 +194,27 @@ def test_a_student_with_a_pace_input_reads_the_speed(tiny_config, teacher, tmp_p
     for speed in (0.25, 3.0):
         with pytest.raises(ValueError, match="speeds 0.5 to 2.0"):
             paced.make_params(speed=speed)
+
+
+def test_fixed_shape_steps_equal_plain_steps(family) -> None:
+    """graphs="shaped" (the CUDA-graph shapes, run eagerly): padded rows, key widths and,
+    for a pointer student, clause features padded to a token bucket change no audio."""
+    audio = {}
+    for graphs in ("off", "shaped"):
+        engine = _engine(family, graphs=graphs)
+        engine.add_request(TEXT, "default", _params(family, 1), request_id="a")
+        engine.add_request("Good morning!", "default", _params(family, 2), request_id="b")
+        audio[graphs] = run_to_completion(engine)
+        assert engine.is_idle() and engine.check_integrity()
+    for rid in ("a", "b"):
+        torch.testing.assert_close(audio["shaped"][rid], audio["off"][rid], atol=2e-4, rtol=0)
+
+
+def test_a_pointer_student_draws_nothing_so_the_seed_changes_nothing(family) -> None:
+    """A pointer student's frames are copies of the teacher's encodings chosen by argmax:
+    every seed speaks the same audio. The others sample: seeds differ."""
+    audio = [family.synthesize(TEXT, params=_params(family, seed)) for seed in (1, 2)]
+    if family.traits.steps_read_clause:
+        torch.testing.assert_close(audio[0], audio[1], rtol=0, atol=0)
+    else:
+        assert audio[0].shape != audio[1].shape or (audio[0] - audio[1]).abs().max() > 1e-3

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from polyvox.models.base import AudioFormat, ClausePlan, FamilyTraits, KVSpec
-from polyvox.models.layers.attention import ContiguousKV
+from polyvox.models.layers.attention import ContiguousKV, KVStore
 from polyvox.models.piper.front import FLOW_CONTEXT, Scales, Sentence
 from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
 from polyvox.models.pocket.weights import random_init
@@ -51,6 +51,7 @@ from polyvox.models.joe_ar.network import (
     id_features,
     load_config,
     load_student,
+    pointer_step,
     ungroup_frames,
 )
 
@@ -141,7 +142,18 @@ class StudentFamily(FlowLMStages):
         # Utterances start in silence, as the teacher's: no fade-in.
         self.traits = FamilyTraits(
             is_autoregressive=True, resets_decoder_per_clause=True, decoder_history=window,
-            decoder_lookahead=window, preferred_settings=self.PREFERRED_SETTINGS)
+            decoder_lookahead=window, preferred_settings=self.PREFERRED_SETTINGS,
+            steps_read_clause=self.pointer_head is not None)
+
+    @property
+    def pointer_head(self) -> nn.Module | None:
+        """A pointer student's head (StudentConfig.pointer_width), else None."""
+        return getattr(self.flow_lm, "pointer_head", None)
+
+    @property
+    def feature_width(self) -> int:
+        """Columns of a clause's per-token features (ClausePlan.features)."""
+        return int(getattr(self.flow_lm, "feature_width", 0))
 
     @property
     def sample_rate(self) -> int:
@@ -217,6 +229,27 @@ class StudentFamily(FlowLMStages):
 
     # --- stages ------------------------------------------------------------------------
 
+    @torch.no_grad()
+    def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
+                   noise: torch.Tensor, sampler_steps: int,
+                   clauses: tuple[torch.Tensor, torch.Tensor] | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The flow head samples each step; a pointer student instead copies the teacher's
+        encodings of the ids its pointer head moves to (network.pointer_step), reading
+        each row's clause (`clauses`: the plan's features [B, N, F], counts [B]); it
+        draws no noise, so its speech does not depend on the seed."""
+        head = self.pointer_head
+        if head is None:
+            return super().step_batch(latents, positions, kv, noise, sampler_steps)
+        if clauses is None:
+            raise ValueError(f"pocket/{self.student.name} steps with each row's clause "
+                             "features (traits.steps_read_clause)")
+        features, counts = clauses
+        hidden, eos_logits = self.flow_lm.step_hidden(latents, positions, kv)
+        encodings = self.flow_lm.normalize_features(features)
+        frames = pointer_step(head(hidden), latents[:, -self.channels:], encodings, counts)
+        return frames.reshape(len(frames), -1), eos_logits
+
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"history": (self.channels, self.traits.decoder_history * self.frames_per_step)}
 
@@ -260,16 +293,20 @@ class StudentFamily(FlowLMStages):
         """Generate one clause into `kv` (the engine's EOS rule); returns [S, D]."""
         plan_after = self.student.frames_after_eos if params.frames_after_eos is None \
             else params.frames_after_eos
-        self.prefill_tokens(ids, kv.next_positions(len(ids)), kv,
-                            self.text_features(ids.tolist(), params.speed))
+        features = self.text_features(ids.tolist(), params.speed)
+        self.prefill_tokens(ids, kv.next_positions(len(ids)), kv, features)
         kv.commit()
+        clauses = None
+        if self.traits.steps_read_clause:
+            assert features is not None
+            clauses = (features[None], torch.tensor([len(ids)]))
         latent = torch.full((1, self.latent_dim), float("nan"))
         frames: list[torch.Tensor] = []
         eos_at = None
         for index in range(self.max_frames(len(ids), params.speed)):
             noise = self.sample_noise(generator, params)[None]
-            latent, logit = self.flow_lm.step(latent, kv.next_positions(1)[:, 0], kv, noise,
-                                              params.sampler_steps)
+            latent, logit = self.step_batch(latent, kv.next_positions(1)[:, 0], kv, noise,
+                                            params.sampler_steps, clauses)
             kv.commit()
             if eos_at is None and index >= MIN_STEPS_BEFORE_EOS \
                     and float(logit) > self.eos_threshold(params):

@@ -63,6 +63,11 @@ class StudentConfig:
     # Each AR step's latent is the mean of the head run from this many noises (1 or
     # even; heads.sample): the head's conditional mean at that many head rows per row.
     head_draws: int = 1
+    # Pointer generation (docs/distill.md, session 28): with a width > 0, a head of that
+    # width reads each step's state and picks which of the step's frames start the next
+    # phoneme id; the frames are the teacher's encodings of the ids pointed at (the
+    # per-token features), not samples of the flow head. 0: the flow head generates.
+    pointer_width: int = 0
     default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
     frames_after_eos: int = 0  # AR steps kept after the EOS step
     weights_path: str | None = None  # relative to the config file
@@ -82,6 +87,11 @@ class StudentConfig:
         if self.speed_input and self.text_features is None:
             raise ValueError("speed_input rides on the per-token features: it needs "
                              "text_features 'teacher_prior'")
+        if self.pointer_width < 0:
+            raise ValueError("pointer_width must be >= 0")
+        if self.pointer_width and self.text_features is None:
+            raise ValueError("a pointer student copies the per-token teacher encodings: "
+                             "it needs text_features 'teacher_prior'")
         if self.text_features == "teacher_prior" and self.teacher_latent != "prior":
             raise ValueError("text_features 'teacher_prior' needs teacher_latent 'prior' "
                              "(the features are read from the prior-mean data)")
@@ -124,6 +134,56 @@ def speed_features(log_speed: torch.Tensor) -> torch.Tensor:
     return torch.stack([log_speed, log_speed.square()], dim=-1)
 
 
+class PointerHead(nn.Module):
+    """[B, d] step state -> [B, 2^G] logits over which of the step's G frames start the
+    next phoneme id (bit g set: frame g does)."""
+
+    def __init__(self, d_model: int, frames_per_step: int, width: int) -> None:
+        super().__init__()
+        self.frames_per_step = frames_per_step
+        self.net = nn.Sequential(nn.Linear(d_model, width), nn.GELU(),
+                                 nn.Linear(width, width), nn.GELU(),
+                                 nn.Linear(width, 2 ** frames_per_step))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.net(hidden)
+
+
+def step_patterns(durations: torch.Tensor, steps: int, frames_per_step: int) -> torch.Tensor:
+    """The pointer head's targets: [S] per step, bit g set when frame g of the step
+    starts a phoneme id (durations [N] frames per id, summing to <= S * G)."""
+    starts = torch.zeros(steps * frames_per_step, dtype=torch.long)
+    starts[durations.cumsum(0) - durations] = 1
+    bits = starts.view(steps, frames_per_step) << torch.arange(frames_per_step)
+    return bits.sum(1)
+
+
+def pointer_step(logits: torch.Tensor, last_frames: torch.Tensor, encodings: torch.Tensor,
+                 counts: torch.Tensor) -> torch.Tensor:
+    """One pointer step for B rows. logits [B, 2^G] (the pointer head's); last_frames
+    [B, C], each row's previous frame (NaN: the clause's first step); encodings [B, N, C]
+    each row's clause's per-id encodings (rows padded past counts [B]). Returns the
+    step's frames [B, G, C]: the row's pointer is the id its last frame copied (the
+    clause's first step: before id 0), the most likely pattern moves it one id on at
+    each set bit (never past the last id), and each frame copies the encoding pointed at."""
+    rows, ids = encodings.shape[:2]
+    group = int(logits.shape[1]).bit_length() - 1
+    distance = (encodings - last_frames[:, None]).square().sum(-1)  # [B, N]
+    padding = torch.arange(ids, device=encodings.device)[None] >= counts[:, None]
+    # the last of equal encodings: a tie can never move a pointer back
+    distance = distance.masked_fill(padding, float("inf")).flip(1)
+    pointer = ids - 1 - distance.argmin(1)
+    first = last_frames[:, 0].isnan()
+    pointer = torch.where(first, -1, pointer)
+    patterns = torch.arange(2 ** group, device=logits.device)
+    # the clause's first frame starts its first id: only patterns with bit 0 set
+    starts_first = (patterns % 2 == 1)[None] | ~first[:, None]
+    chosen = logits.masked_fill(~starts_first, float("-inf")).argmax(1)
+    bits = (chosen[:, None] >> torch.arange(group, device=logits.device)) & 1
+    index = torch.minimum(pointer[:, None] + bits.cumsum(1), counts[:, None] - 1)
+    return encodings[torch.arange(rows, device=encodings.device)[:, None], index]
+
+
 class StudentFlowLM(FlowLM):
     """A FlowLM whose text embedding may add per-token features: with `text_features`
     "teacher_prior", token i's embedding is LUT(id_i) + prior_proj(normalized m_i), m_i
@@ -139,6 +199,10 @@ class StudentFlowLM(FlowLM):
         self.head_draws = config.head_draws
         self.prior_proj: nn.Linear | None = None
         self.speed_proj: nn.Linear | None = None
+        self.pointer_head: PointerHead | None = None
+        if config.pointer_width:
+            self.pointer_head = PointerHead(self.d_model, config.frames_per_step,
+                                            config.pointer_width)
         if config.text_features == "teacher_prior":
             self.prior_proj = nn.Linear(config.latent_channels, self.d_model, bias=False)
             nn.init.zeros_(self.prior_proj.weight)
@@ -173,6 +237,13 @@ class StudentFlowLM(FlowLM):
         if self.speed_proj is not None:
             embedded = embedded + self.speed_proj(speed_features(features[..., channels].float()))
         return embedded
+
+    def normalize_features(self, features: torch.Tensor) -> torch.Tensor:
+        """Per-token features [..., N, feature_width] -> the teacher encodings [..., N, C]
+        in the normalized units of generated frames (what a pointer student emits)."""
+        channels = self.feature_channels
+        return (features[..., :channels].float() - self.emb_mean[:channels]) \
+            / self.emb_std[:channels]
 
 
 def build_student(config: StudentConfig) -> StudentFlowLM:

@@ -155,6 +155,9 @@ class FlowLMStages:
 
     @torch.no_grad()
     def step_batch(self, latents: torch.Tensor, positions: torch.Tensor, kv: KVStore,
-                   noise: torch.Tensor, sampler_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """latents [B, D] (NaN rows: first step), positions [B], noise [B, D]."""
+                   noise: torch.Tensor, sampler_steps: int,
+                   clauses: tuple[torch.Tensor, torch.Tensor] | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """latents [B, D] (NaN rows: first step), positions [B], noise [B, D]; `clauses`
+        is for families whose traits say steps_read_clause (a pointer student's)."""
         return self.flow_lm.step(latents, positions, kv, noise, sampler_steps)

@@ -1,0 +1,199 @@
+"""Train a pointer head on a distilled student (docs/distill.md, session 28).
+
+    polyvox train pointer --data DIR [DIR ...] --init EXPORT --out RUN
+        [--utterances 5000] [--epochs 10] [--width 512] [--threads 2] [--seed 0]
+
+The student's frames are the teacher's prior: one encoding per phoneme id, repeated for
+the id's duration. The flow head regresses them, and where the student is unsure when
+the next id starts it emits a blend of the two (word merges: docs/distill.md, session
+27). A pointer head instead reads each step's state (the flow head's conditioning, from
+the frozen backbone) and classifies which of the step's G frames start the next id, one
+of 2^G patterns; generation then copies the teacher's encoding of each id pointed at
+(network.pointer_step), and the backbone reads back exact teacher frames.
+
+Steps, each resumable: (1) run the frozen export over the data by teacher forcing and
+keep each step's state and pattern (RUN/states.pt, the first tenth of the shuffled
+utterances held out); (2) train the head, a checkpoint after every epoch
+(RUN/checkpoint.pt, RUN/log.jsonl); (3) write RUN/export: the export's tensors plus the
+head, its config with `pointer_width`. The backbone, flow head and EOS head are unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from polyvox.models.joe_ar.network import DEFAULT_CONFIG, PointerHead, load_student, step_patterns
+from polyvox.train.batches import LatentStats, fresh_batch, make_examples
+from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
+from polyvox.train.student import teacher_forcing
+from polyvox.train.teacher_data import Utterance, read_data
+
+STATES = "states.pt"
+LOG = "log.jsonl"
+
+
+@dataclass(frozen=True)
+class PointerConfig:
+    data: tuple[str, ...]
+    init: str  # the student export the head is trained on
+    utterances: int = 5000
+    epochs: int = 10
+    width: int = 512
+    lr: float = 1e-3
+    seed: int = 0
+    batch: int = 512  # steps per head update
+
+
+def _config_path(init: str) -> Path:
+    """The config beside an export, else the shipped one (for the shipped weights)."""
+    beside = Path(init).parent / "config.yaml"
+    return beside if beside.is_file() else DEFAULT_CONFIG
+
+
+def collect(flow_lm: torch.nn.Module, utterances: list[Utterance], frames_per_step: int,
+            batch_size: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher forcing over the utterances (fresh contexts, clean inputs: what a pointer
+    student reads back): each step's state [M, d] (float16) and pattern [M]."""
+    stats = LatentStats(flow_lm.emb_mean.detach(), flow_lm.emb_std.detach())
+    states, patterns = [], []
+    with torch.no_grad():
+        for start in range(0, len(utterances), batch_size):
+            chunk = utterances[start: start + batch_size]
+            examples = make_examples(chunk, frames_per_step)
+            batch = fresh_batch(examples, stats)
+            hidden, _ = teacher_forcing(flow_lm, batch)
+            states.append(hidden[batch.has_target].half())
+            patterns.extend(step_patterns(u.durations, len(e.latents), frames_per_step)
+                            for u, e in zip(chunk, examples))
+    return torch.cat(states), torch.cat(patterns)
+
+
+def pattern_scores(logits: torch.Tensor, patterns: torch.Tensor,
+                   frames_per_step: int) -> dict[str, float]:
+    """Cross-entropy, exact-pattern accuracy and per-frame accuracy of the argmax."""
+    chosen = logits.argmax(1)
+    shifts = torch.arange(frames_per_step)
+    frame = ((chosen[:, None] >> shifts) & 1) == ((patterns[:, None] >> shifts) & 1)
+    return {"loss": float(F.cross_entropy(logits, patterns)),
+            "pattern_accuracy": float((chosen == patterns).float().mean()),
+            "frame_accuracy": float(frame.float().mean())}
+
+
+def _states(out: Path, config: PointerConfig, flow_lm: torch.nn.Module,
+            frames_per_step: int) -> dict[str, torch.Tensor]:
+    path = out / STATES
+    if path.exists():
+        saved: dict[str, torch.Tensor] = torch.load(path)
+        return saved
+    utterances = [u for data in config.data for u in read_data(Path(data))]
+    random.Random(config.seed).shuffle(utterances)
+    utterances = utterances[: config.utterances]
+    held = max(1, len(utterances) // 10)
+    began = time.time()
+    val_x, val_y = collect(flow_lm, utterances[:held], frames_per_step)
+    x, y = collect(flow_lm, utterances[held:], frames_per_step)
+    print(f"states: {len(y)} train steps, {len(val_y)} held out, {time.time() - began:.0f} s",
+          flush=True)
+    saved = {"x": x, "y": y, "val_x": val_x, "val_y": val_y}
+    temporary = path.with_suffix(".tmp")
+    torch.save(saved, temporary)
+    temporary.rename(path)
+    return saved
+
+
+def train(out: Path, config: PointerConfig) -> Path:
+    """Run (or resume) the three steps; returns the export's weights path."""
+    out.mkdir(parents=True, exist_ok=True)
+    settings = out / "pointer.json"
+    if settings.exists():
+        if json.loads(settings.read_text()) != json.loads(json.dumps(asdict(config))):
+            raise ValueError(f"{out} holds a pointer run with other settings ({settings}); "
+                             "use a new --out")
+    else:
+        settings.write_text(json.dumps(asdict(config), indent=1))
+    # an export that has a pointer head already gets a new one (the rest is unchanged)
+    student, flow_lm = load_student(_config_path(config.init), config.init)
+    group = student.frames_per_step
+    data = _states(out, config, flow_lm, group)
+    torch.manual_seed(config.seed)
+    head = PointerHead(flow_lm.d_model, group, config.width)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=0.01)
+    per_epoch = len(data["y"]) // config.batch
+    if per_epoch < 1:
+        raise ValueError(f"{len(data['y'])} steps of data: fewer than one batch "
+                         f"({config.batch}); give more --utterances")
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, config.lr,
+                                                   total_steps=config.epochs * per_epoch)
+    epoch = 0
+    if (state := load_checkpoint(out)) is not None:
+        head.load_state_dict(state["head"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        epoch = int(state["epoch"])
+    while epoch < config.epochs:
+        began = time.time()
+        order = torch.randperm(len(data["y"]),
+                               generator=torch.Generator().manual_seed(config.seed * 1000 + epoch))
+        head.train()
+        total = 0.0
+        for index in range(per_epoch):
+            pick = order[index * config.batch: (index + 1) * config.batch]
+            loss = F.cross_entropy(head(data["x"][pick].float()), data["y"][pick])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            total += float(loss.detach())
+        epoch += 1
+        head.eval()
+        with torch.no_grad():
+            scores = pattern_scores(head(data["val_x"].float()), data["val_y"], group)
+        line = {"epoch": epoch, "loss": total / per_epoch,
+                **{f"val_{name}": value for name, value in scores.items()},
+                "seconds": time.time() - began}
+        with open(out / LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps(line) + "\n")
+        print(json.dumps(line), flush=True)
+        save_checkpoint(out, {"head": head.state_dict(), "optimizer": optimizer.state_dict(),
+                              "schedule": schedule.state_dict(), "epoch": epoch})
+    return export(out, config, head)
+
+
+def export(out: Path, config: PointerConfig, head: PointerHead) -> Path:
+    """The init export with the head: RUN/export/{model.safetensors, config.yaml}."""
+    student, model = load_student(_config_path(config.init), config.init)
+    model.pointer_head = head.eval()  # replaces one the export had
+    student = replace(student, pointer_width=config.width, weights_path=None)
+    weights, _ = export_student(model, student, out / "export", torch.float16)
+    return weights
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", nargs="+", required=True, help="teacher data directories")
+    parser.add_argument("--init", required=True, help="the student export (model.safetensors)")
+    parser.add_argument("--out", type=Path, required=True, help="run directory")
+    parser.add_argument("--utterances", type=int, default=PointerConfig.utterances)
+    parser.add_argument("--epochs", type=int, default=PointerConfig.epochs)
+    parser.add_argument("--width", type=int, default=PointerConfig.width)
+    parser.add_argument("--lr", type=float, default=PointerConfig.lr)
+    parser.add_argument("--seed", type=int, default=PointerConfig.seed)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    config = PointerConfig(tuple(args.data), args.init, args.utterances, args.epochs,
+                           args.width, args.lr, args.seed)
+    weights = train(args.out, config)
+    print(f"pointer student -> {weights}")
+
+
+if __name__ == "__main__":
+    main()

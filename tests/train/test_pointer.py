@@ -1,0 +1,182 @@
+"""The pointer student: its step against a plain one-row reference, its training targets,
+and `polyvox train pointer` (it learns, resumes exactly, and exports a servable student)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from polyvox.models.joe_ar.network import (
+    build_student,
+    load_student,
+    pointer_step,
+    step_patterns,
+)
+from polyvox.train import pointer as pointer_training
+from polyvox.train.checkpoints import export_student
+from polyvox.train.teacher_data import read_data
+
+
+def _reference_step(logits: torch.Tensor, last: torch.Tensor,
+                    encodings: torch.Tensor) -> torch.Tensor:
+    """One row, plainly: find the id the last frame copied, walk the best allowed pattern."""
+    group = int(logits.numel()).bit_length() - 1
+    if torch.isnan(last).any():
+        pointer = -1
+        allowed = [p for p in range(2 ** group) if p & 1]
+    else:
+        pointer = max(i for i in range(len(encodings)) if torch.equal(encodings[i], last))
+        allowed = list(range(2 ** group))
+    best = max(allowed, key=lambda p: float(logits[p]))
+    frames = []
+    for g in range(group):
+        pointer = min(pointer + ((best >> g) & 1), len(encodings) - 1)
+        frames.append(encodings[pointer])
+    return torch.stack(frames)
+
+
+def test_the_batched_pointer_step_equals_a_plain_reference() -> None:
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.tensor([5, 9, 3, 7])
+    encodings = torch.randn(4, 9, 6, generator=generator)
+    encodings[0, 5:] = 0.0  # padding rows past each count
+    logits = torch.randn(4, 16, generator=generator)
+    last = torch.stack([torch.full((6,), float("nan")), encodings[1, 4], encodings[2, 2],
+                        encodings[3, 6]])
+    frames = pointer_step(logits, last, encodings, counts)
+    for row in range(4):
+        expected = _reference_step(logits[row], last[row], encodings[row, : counts[row]])
+        torch.testing.assert_close(frames[row], expected, rtol=0, atol=0)
+    # a clause's first frame is its first id, whatever the head prefers
+    assert torch.equal(frames[0, 0], encodings[0, 0])
+    # no pointer passes its clause's last id
+    worst = torch.full((4, 16), -10.0)
+    worst[:, 15] = 10.0  # every frame starts a new id
+    frames = pointer_step(worst, last, encodings, counts)
+    assert torch.equal(frames[2, -1], encodings[2, 2]) and torch.equal(frames[3, -1],
+                                                                      encodings[3, 6])
+
+
+def test_a_tie_between_equal_encodings_never_moves_a_pointer_back() -> None:
+    encodings = torch.tensor([[[1.0, 0.0], [2.0, 0.0], [1.0, 0.0], [3.0, 0.0]]])
+    stay = torch.full((1, 16), -10.0)
+    stay[0, 0] = 10.0  # no frame starts an id
+    frames = pointer_step(stay, encodings[:, 2], encodings, torch.tensor([4]))
+    assert torch.equal(frames[0], encodings[0, 2].expand(4, 2))
+    one = stay.clone()
+    one[0, 0], one[0, 1] = -10.0, 10.0  # the first frame starts the next id
+    frames = pointer_step(one, encodings[:, 2], encodings, torch.tensor([4]))
+    assert torch.equal(frames[0, 0], encodings[0, 3])
+
+
+def test_step_patterns_mark_where_each_id_starts() -> None:
+    durations = torch.tensor([2, 1, 3, 1, 2])  # ids start at frames 0, 2, 3, 6, 7
+    patterns = step_patterns(durations, 3, 4)  # 9 frames in 3 steps of 4 (3 of padding)
+    starts = [(int(p) >> g) & 1 for p in patterns for g in range(4)]
+    assert starts == [1, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0]
+
+
+@pytest.fixture
+def feature_export(tiny_config, tmp_path: Path) -> Path:
+    """A tiny student that reads the teacher's text encoding (random weights), exported
+    with half-precision matrices, as the shipped voice is (and the pointer export)."""
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior")
+    torch.manual_seed(0)
+    weights, _ = export_student(build_student(config), config, tmp_path / "student",
+                                torch.float16)
+    return weights
+
+
+def _config(data: Path, init: Path, epochs: int) -> pointer_training.PointerConfig:
+    return pointer_training.PointerConfig((str(data),), str(init), utterances=3,
+                                          epochs=epochs, width=32, lr=1e-2, batch=8)
+
+
+def test_training_learns_the_patterns_and_exports_a_pointer_student(
+        teacher_data: Path, feature_export: Path, tmp_path: Path) -> None:
+    weights = pointer_training.train(tmp_path / "run", _config(teacher_data, feature_export, 8))
+    lines = [json.loads(line) for line in (tmp_path / "run/log.jsonl").read_text().splitlines()]
+    assert [line["epoch"] for line in lines] == list(range(1, 9))
+    assert lines[-1]["loss"] < 0.7 * lines[0]["loss"], lines  # measured: 2.7 -> 1.6
+    config, flow_lm = load_student(weights.parent / "config.yaml", weights)
+    assert config.pointer_width == 32 and flow_lm.pointer_head is not None
+    # the backbone and flow head are the init's; only the head is new
+    _, before = load_student(feature_export.parent / "config.yaml", feature_export)
+    after = flow_lm.state_dict()
+    for name, tensor in before.state_dict().items():
+        torch.testing.assert_close(after[name], tensor, rtol=0, atol=0)
+
+
+def test_an_interrupted_run_resumes_to_what_an_uninterrupted_one_trains(
+        teacher_data: Path, feature_export: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config(teacher_data, feature_export, 3)
+    whole = pointer_training.train(tmp_path / "whole", config)
+    saved = pointer_training.save_checkpoint
+    calls = []
+
+    def stop_after_one(out: Path, state: dict) -> Path:
+        path = saved(out, state)
+        calls.append(state["epoch"])
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return path
+
+    monkeypatch.setattr(pointer_training, "save_checkpoint", stop_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        pointer_training.train(tmp_path / "cut", config)
+    resumed = pointer_training.train(tmp_path / "cut", config)
+    assert calls == [1, 2, 3]  # the second start went on from epoch 1
+    first, second = (load_student(w.parent / "config.yaml", w)[1].pointer_head.state_dict()
+                     for w in (whole, resumed))
+    for name in first:
+        torch.testing.assert_close(first[name], second[name], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="other settings"):
+        pointer_training.train(tmp_path / "cut", dataclasses.replace(config, width=16))
+
+
+def test_states_are_the_student_forced_through_each_utterance(
+        teacher_data: Path, feature_export: Path) -> None:
+    config, flow_lm = load_student(feature_export.parent / "config.yaml", feature_export)
+    utterances = read_data(teacher_data)
+    states, patterns = pointer_training.collect(flow_lm, utterances, config.frames_per_step)
+    steps = sum(-(-len(u.latents) // config.frames_per_step) for u in utterances)
+    assert states.shape == (steps, flow_lm.d_model) and patterns.shape == (steps,)
+    # the first step of every utterance starts its first id
+    first = 0
+    for utterance in utterances:
+        assert int(patterns[first]) & 1
+        first += -(-len(utterance.latents) // config.frames_per_step)
+
+
+def test_a_pointer_student_speaks_the_teachers_encodings_in_order(
+        tiny_config, teacher, tmp_path: Path) -> None:
+    """Every frame it generates is the teacher's encoding of one of the clause's ids, the
+    first frame the first id, and each frame the same id as the one before or the next."""
+    import yaml
+
+    from polyvox.models.joe_ar.family import StudentParams, load_student_family
+    from polyvox.models.joe_ar.network import config_to_dict
+    from polyvox.models.layers.attention import ContiguousKV
+
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", pointer_width=32)
+    path = tmp_path / "pointer.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    family = load_student_family(path, seed=3)
+    ids = family.phoneme_ids("The kite flew over the hill.")
+    kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
+    params = StudentParams(eos_threshold=1e9)  # random weights: run to the length cap
+    latents = family.clause_latents(torch.tensor(ids), kv, params, torch.Generator())
+    frames = latents.reshape(-1, family.channels)
+    encodings = family.flow_lm.normalize_features(family.text_features(ids))
+    distance = (frames[:, None] - encodings[None]).square().sum(-1)
+    assert float(distance.min(1).values.max()) == 0.0  # each frame is an exact copy
+    pointed = distance.argmin(1)
+    assert int(pointed[0]) == 0
+    steps = pointed.diff()
+    assert bool(((steps == 0) | (steps == 1)).all())
+    assert len(set(steps.tolist())) == 2  # it moves, and it stays
