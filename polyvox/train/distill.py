@@ -108,7 +108,10 @@ class Distiller:
         """`data`: one teacher data directory or several, read in order; `data_repeats`:
         how many times an epoch each directory's clauses are trained on (1 each by
         default). `init`: an exported student to start from when `out` has no checkpoint
-        yet (its weights and latent statistics; the optimizer starts fresh)."""
+        yet (its weights and latent statistics; the optimizer starts fresh). Distillation
+        trains no pointer head (`polyvox train pointer` adds one to its export): the
+        student is built without one, and an init export's head is left out."""
+        student = dataclasses.replace(student, pointer_width=0)
         self.student, self.config, self.out, self.log = student, config, Path(out), log
         directories = [Path(data)] if isinstance(data, (str, Path)) else [Path(d) for d in data]
         repeats = list(data_repeats) if data_repeats is not None else [1] * len(directories)
@@ -151,7 +154,8 @@ class Distiller:
                                  "a student can only be deepened from an export")
             extra = tuple(f"transformer.layers.{index}." for index in range(have, want))
             read_student_weights(self.model, init,
-                                 keep_missing=("prior_proj.", "speed_proj.", *extra))
+                                 keep_missing=("prior_proj.", "speed_proj.", *extra),
+                                 leave_out=("pointer_head.",))
             silence_layers(self.model, have)
         elif state is None:
             stats = LatentStats.of(kept, student.frames_per_step)

@@ -128,6 +128,25 @@ def test_init_starts_from_an_export_and_trains_on(tiny_config, teacher_data: Pat
     assert second.step == 2
 
 
+def test_distilling_from_a_pointer_export_trains_a_student_without_the_head(
+        tiny_config, teacher_data: Path, tmp_path: Path) -> None:
+    """The shipped voice has a pointer head (`polyvox train pointer`), which distillation
+    does not train: the student leaves it out, whatever its config says, and reads
+    every other tensor of the export."""
+    pointer = dataclasses.replace(tiny_config, text_features="teacher_prior",
+                                  pointer_width=16)
+    torch.manual_seed(0)
+    exported = build_student(pointer)
+    weights, _ = export_student(exported, pointer, tmp_path / "export")
+    student = Distiller(pointer, _config(1), teacher_data, tmp_path / "run", log=False,
+                        init=weights)
+    assert student.student.pointer_width == 0 and student.model.pointer_head is None
+    for name, value in student.model.state_dict().items():
+        assert torch.equal(exported.state_dict()[name], value), name
+    student.train()
+    assert load_student(tmp_path / "run" / "config.yaml")[1].pointer_head is None
+
+
 def test_init_of_a_student_that_reads_features_from_one_that_did_not(
         tiny_config, teacher_data: Path, tmp_path: Path) -> None:
     """An id-only export starts a student with the teacher's text encoding: every shared

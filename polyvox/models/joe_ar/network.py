@@ -288,11 +288,13 @@ def silence_layers(flow_lm: FlowLM, first: int) -> None:
 
 
 def read_student_weights(flow_lm: FlowLM, weights: str | Path,
-                         keep_missing: tuple[str, ...] = ()) -> None:
+                         keep_missing: tuple[str, ...] = (),
+                         leave_out: tuple[str, ...] = ()) -> None:
     """Load an export's flow_lm.* tensors into `flow_lm`, strictly (names the first
     missing, unexpected or misshapen key). Keys starting with a `keep_missing` prefix
     may be absent from the file: they keep the model's values (a student that gained a
-    module since the export, e.g. `prior_proj`, zero at init)."""
+    module since the export, e.g. `prior_proj`, zero at init). The file's keys starting
+    with a `leave_out` prefix are not read (a module the student does not train)."""
     from polyvox.startup import startup_part
 
     with startup_part("files read"):
@@ -302,6 +304,9 @@ def read_student_weights(flow_lm: FlowLM, weights: str | Path,
     if len(unprefixed) != len(tensors):
         extra = sorted(set(tensors) - {PREFIX + name for name in unprefixed})
         raise ValueError(f"{weights}: keys outside flow_lm.* ({extra[0]!r}): not a student export")
+    if leave_out:
+        unprefixed = {name: tensor for name, tensor in unprefixed.items()
+                      if not name.startswith(leave_out)}
     for name, tensor in flow_lm.state_dict().items():
         if name not in unprefixed and name.startswith(keep_missing):
             unprefixed[name] = tensor

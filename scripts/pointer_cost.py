@@ -1,0 +1,101 @@
+"""What a pointer student's AR step costs against the sampling student's (issue 25,
+docs/distill.md session 28), timed on this machine, the two alternating inside every
+round: one request's whole step (backbone over a held context, then the flow head's
+averaged draws, or the pointer head and the copy of the teacher's encodings), and what
+follows the backbone alone for B rows.
+
+    python scripts/pointer_cost.py --pointer W [--rows 1,4,16] [--repeats 200]
+
+Each cell is the median of --repeats timed calls (after 10 untimed) with its 10-90%
+spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from polyvox.models.joe_ar.family import StudentFamily, load_student_family
+from polyvox.models.joe_ar.network import pointer_step
+from polyvox.models.layers.attention import ContiguousKV
+from polyvox.models.pocket.heads import sample
+
+
+def _row(label: str, calls: dict[str, Callable[[], None]], repeats: int) -> str:
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for repeat in range(repeats + 10):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            if repeat >= 10:
+                times[name].append((time.perf_counter() - start) * 1e3)
+    cells = []
+    for name in calls:
+        deciles = statistics.quantiles(times[name], n=10)
+        cells.append(f"{statistics.median(times[name]):.2f} ({deciles[0]:.2f}-{deciles[-1]:.2f})")
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+
+@torch.no_grad()
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pointer", required=True, help="the pointer student's export")
+    parser.add_argument("--rows", default="1,4,16")
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--context", type=int, default=120, help="KV positions already held")
+    parser.add_argument("--ids", type=int, default=60, help="phoneme ids of each row's clause")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    sampling: StudentFamily = load_student_family()
+    pointer: StudentFamily = load_student_family(weights=args.pointer)
+    assert pointer.pointer_head is not None and sampling.pointer_head is None
+    generator = torch.Generator().manual_seed(0)
+    layers, heads, head_dim = sampling.kv_shape
+    prefix = [torch.randn(layers, args.context, heads, head_dim, generator=generator) * 0.5
+              for _ in range(2)]
+    channels, dim = sampling.channels, sampling.latent_dim
+    print(f"torch {torch.__version__}, {args.threads} thread(s); ms per call")
+    print("| call | sampling student (2 head draws) | pointer student |")
+    print("|---|---|---|")
+
+    def inputs(rows: int) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+        features = torch.randn(rows, args.ids, channels + 1, generator=generator)
+        encodings = pointer.flow_lm.normalize_features(features)
+        latent = encodings[:, 7].repeat(1, pointer.frames_per_step)  # mid-clause, on id 7
+        noise = torch.randn(rows, dim, generator=generator) * 0.45
+        return latent, (features, torch.full((rows,), args.ids)), noise
+
+    latent, clauses, noise = inputs(1)
+
+    def whole(family: StudentFamily) -> Callable[[], None]:
+        def call() -> None:
+            kv = ContiguousKV.from_prefix(*prefix)
+            family.step_batch(latent, kv.next_positions(1)[:, 0], kv, noise, 1, clauses)
+        return call
+
+    print(_row(f"whole step, 1 request, context {args.context}",
+               {"sampling": whole(sampling), "pointer": whole(pointer)}, args.repeats))
+    for rows in [int(r) for r in args.rows.split(",")]:
+        latents, (features, counts), noises = inputs(rows)
+        hidden = torch.randn(rows, sampling.flow_lm.d_model, generator=generator)
+        flow_lm = sampling.flow_lm
+
+        def head() -> None:
+            sample(flow_lm.flow_net, flow_lm.sampler_type, hidden, noises, 1, flow_lm.head_draws)
+
+        def copy() -> None:
+            assert pointer.pointer_head is not None
+            encodings = pointer.flow_lm.normalize_features(features)
+            pointer_step(pointer.pointer_head(hidden), latents[:, -channels:], encodings, counts)
+
+        print(_row(f"after the backbone, {rows} row(s), {args.ids} ids each",
+                   {"sampling": head, "pointer": copy}, args.repeats))
+
+
+if __name__ == "__main__":
+    main()
