@@ -4,7 +4,11 @@ round: one request's whole step (backbone over a held context, then the flow hea
 averaged draws, or the pointer head and the copy of the teacher's encodings), and what
 follows the backbone alone for B rows.
 
-    python scripts/pointer_cost.py --pointer W [--rows 1,4,16] [--repeats 200]
+    python scripts/pointer_cost.py --sampling V5 [--pointer W] [--rows 1,4,16] [--repeats 200]
+
+V5: a sampling student's export (its config.yaml beside it), e.g. v5's from git:
+`git show 6644b0a:polyvox/models/pocket/joe_ar.safetensors`; W: a pointer student's
+(default: the shipped voice).
 
 Each cell is the median of --repeats timed calls (after 10 untimed) with its 10-90%
 spread.
@@ -43,7 +47,8 @@ def _row(label: str, calls: dict[str, Callable[[], None]], repeats: int) -> str:
 @torch.no_grad()
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pointer", required=True, help="the pointer student's export")
+    parser.add_argument("--sampling", required=True, help="a sampling student's export")
+    parser.add_argument("--pointer", help="a pointer student's export (default: shipped)")
     parser.add_argument("--rows", default="1,4,16")
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--context", type=int, default=120, help="KV positions already held")
@@ -51,7 +56,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    sampling: StudentFamily = load_student_family()
+    sampling: StudentFamily = load_student_family(weights=args.sampling)
     pointer: StudentFamily = load_student_family(weights=args.pointer)
     assert pointer.pointer_head is not None and sampling.pointer_head is None
     generator = torch.Generator().manual_seed(0)
@@ -81,20 +86,28 @@ def main() -> None:
     print(_row(f"whole step, 1 request, context {args.context}",
                {"sampling": whole(sampling), "pointer": whole(pointer)}, args.repeats))
     for rows in [int(r) for r in args.rows.split(",")]:
-        latents, (features, counts), noises = inputs(rows)
-        hidden = torch.randn(rows, sampling.flow_lm.d_model, generator=generator)
-        flow_lm = sampling.flow_lm
-
-        def head() -> None:
-            sample(flow_lm.flow_net, flow_lm.sampler_type, hidden, noises, 1, flow_lm.head_draws)
-
-        def copy() -> None:
-            assert pointer.pointer_head is not None
-            encodings = pointer.flow_lm.normalize_features(features)
-            pointer_step(pointer.pointer_head(hidden), latents[:, -channels:], encodings, counts)
-
         print(_row(f"after the backbone, {rows} row(s), {args.ids} ids each",
-                   {"sampling": head, "pointer": copy}, args.repeats))
+                   _after_backbone(sampling, pointer, *inputs(rows)), args.repeats))
+
+
+def _after_backbone(sampling: StudentFamily, pointer: StudentFamily, latents: torch.Tensor,
+                    clauses: tuple[torch.Tensor, torch.Tensor],
+                    noises: torch.Tensor) -> dict[str, Callable[[], None]]:
+    """What follows the backbone for B rows: the flow head's draws, or the pointer's copy."""
+    rows, (features, counts) = len(latents), clauses
+    flow_lm, head = sampling.flow_lm, pointer.pointer_head
+    assert head is not None
+    hidden = torch.randn(rows, flow_lm.d_model, generator=torch.Generator().manual_seed(1))
+
+    def draws() -> None:
+        sample(flow_lm.flow_net, flow_lm.sampler_type, hidden, noises, 1, flow_lm.head_draws)
+
+    def copy() -> None:
+        encodings = pointer.flow_lm.normalize_features(features)
+        pointer_step(head, hidden, latents.reshape(rows, pointer.frames_per_step, -1),
+                     encodings, counts)
+
+    return {"sampling": draws, "pointer": copy}
 
 
 if __name__ == "__main__":

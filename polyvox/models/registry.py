@@ -2,12 +2,13 @@
 
     pocket/joe-ar            our own AR voice distilled from Piper joe (weights ship in the
                              package; model card polyvox/models/pocket/joe_ar.md; needs
-                             polyvox[piper]: the teacher's phonemizer and decoder)
-    pocket/<config>          a Pocket TTS config (e.g. pocket/english, pocket/english_2m)
-    pocket:<file.yaml>       a Pocket TTS config file
-    piper/joe                the Piper en_US-joe-medium voice (needs polyvox[piper]), the
+                             polyvox[piper]: the teacher's phonemizer and decoder), the
                              default: the most intelligible voice on the test split
                              (docs/voices.md)
+    pocket/<config>          a Pocket TTS config (e.g. pocket/english, pocket/english_2m)
+    pocket:<file.yaml>       a Pocket TTS config file
+    piper/joe                the Piper en_US-joe-medium voice (needs polyvox[piper]), joe-ar's
+                             teacher
     piper:<voice.onnx>       any Piper voice (.onnx with its .onnx.json beside it)
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-DEFAULT_MODEL = "piper/joe"  # the best voice by measurement: docs/voices.md
+DEFAULT_MODEL = "pocket/joe-ar"  # the best voice by measurement: docs/voices.md
 
 
 def model_names() -> list[str]:

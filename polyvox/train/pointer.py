@@ -30,7 +30,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from polyvox.models.joe_ar.network import DEFAULT_CONFIG, PointerHead, load_student, step_patterns
+from polyvox.models.joe_ar.network import (
+    DEFAULT_CONFIG,
+    PointerHead,
+    load_student,
+    pointer_context,
+    step_patterns,
+    teacher_pointers,
+)
 from polyvox.train.batches import LatentStats, fresh_batch, make_examples
 from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
 from polyvox.train.student import teacher_forcing
@@ -50,6 +57,7 @@ class PointerConfig:
     lr: float = 1e-3
     seed: int = 0
     batch: int = 512  # steps per head update
+    context: bool = False  # the head also reads the pointer's context (pointer_context)
 
 
 def _config_path(init: str) -> Path:
@@ -59,11 +67,12 @@ def _config_path(init: str) -> Path:
 
 
 def collect(flow_lm: torch.nn.Module, utterances: list[Utterance], frames_per_step: int,
-            batch_size: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+            batch_size: int = 16) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Teacher forcing over the utterances (fresh contexts, clean inputs: what a pointer
-    student reads back): each step's state [M, d] (float16) and pattern [M]."""
+    student reads back): each step's state [M, d] (float16), pattern [M], and the
+    pointer's context where the teacher's pointer stands [M, 2C + G + 1] (float16)."""
     stats = LatentStats(flow_lm.emb_mean.detach(), flow_lm.emb_std.detach())
-    states, patterns = [], []
+    states, patterns, contexts = [], [], []
     with torch.no_grad():
         for start in range(0, len(utterances), batch_size):
             chunk = utterances[start: start + batch_size]
@@ -71,9 +80,15 @@ def collect(flow_lm: torch.nn.Module, utterances: list[Utterance], frames_per_st
             batch = fresh_batch(examples, stats)
             hidden, _ = teacher_forcing(flow_lm, batch)
             states.append(hidden[batch.has_target].half())
-            patterns.extend(step_patterns(u.durations, len(e.latents), frames_per_step)
-                            for u, e in zip(chunk, examples))
-    return torch.cat(states), torch.cat(patterns)
+            for utterance, example in zip(chunk, examples):
+                steps = len(example.latents)
+                patterns.append(step_patterns(utterance.durations, steps, frames_per_step))
+                pointer, dwell = teacher_pointers(utterance.durations, steps, frames_per_step)
+                encodings = flow_lm.normalize_features(example.features)
+                contexts.append(pointer_context(
+                    pointer, dwell, encodings[None].expand(steps, -1, -1),
+                    torch.full((steps,), len(encodings)), frames_per_step).half())
+    return torch.cat(states), torch.cat(patterns), torch.cat(contexts)
 
 
 def pattern_scores(logits: torch.Tensor, patterns: torch.Tensor,
@@ -98,11 +113,11 @@ def _states(out: Path, config: PointerConfig, flow_lm: torch.nn.Module,
     utterances = utterances[: config.utterances]
     held = max(1, len(utterances) // 10)
     began = time.time()
-    val_x, val_y = collect(flow_lm, utterances[:held], frames_per_step)
-    x, y = collect(flow_lm, utterances[held:], frames_per_step)
+    val_x, val_y, val_c = collect(flow_lm, utterances[:held], frames_per_step)
+    x, y, c = collect(flow_lm, utterances[held:], frames_per_step)
     print(f"states: {len(y)} train steps, {len(val_y)} held out, {time.time() - began:.0f} s",
           flush=True)
-    saved = {"x": x, "y": y, "val_x": val_x, "val_y": val_y}
+    saved = {"x": x, "y": y, "c": c, "val_x": val_x, "val_y": val_y, "val_c": val_c}
     temporary = path.with_suffix(".tmp")
     torch.save(saved, temporary)
     temporary.rename(path)
@@ -124,7 +139,12 @@ def train(out: Path, config: PointerConfig) -> Path:
     group = student.frames_per_step
     data = _states(out, config, flow_lm, group)
     torch.manual_seed(config.seed)
-    head = PointerHead(flow_lm.d_model, group, config.width)
+    head = PointerHead(flow_lm.d_model, group, config.width,
+                       student.latent_channels if config.context else 0)
+
+    def logits(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return head(x.float(), c.float() if config.context else None)
+
     optimizer = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=0.01)
     per_epoch = len(data["y"]) // config.batch
     if per_epoch < 1:
@@ -146,7 +166,7 @@ def train(out: Path, config: PointerConfig) -> Path:
         total = 0.0
         for index in range(per_epoch):
             pick = order[index * config.batch: (index + 1) * config.batch]
-            loss = F.cross_entropy(head(data["x"][pick].float()), data["y"][pick])
+            loss = F.cross_entropy(logits(data["x"][pick], data["c"][pick]), data["y"][pick])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -155,7 +175,7 @@ def train(out: Path, config: PointerConfig) -> Path:
         epoch += 1
         head.eval()
         with torch.no_grad():
-            scores = pattern_scores(head(data["val_x"].float()), data["val_y"], group)
+            scores = pattern_scores(logits(data["val_x"], data["val_c"]), data["val_y"], group)
         line = {"epoch": epoch, "loss": total / per_epoch,
                 **{f"val_{name}": value for name, value in scores.items()},
                 "seconds": time.time() - began}
@@ -171,7 +191,8 @@ def export(out: Path, config: PointerConfig, head: PointerHead) -> Path:
     """The init export with the head: RUN/export/{model.safetensors, config.yaml}."""
     student, model = load_student(_config_path(config.init), config.init)
     model.pointer_head = head.eval()  # replaces one the export had
-    student = replace(student, pointer_width=config.width, weights_path=None)
+    student = replace(student, pointer_width=config.width, pointer_context=config.context,
+                      weights_path=None)
     weights, _ = export_student(model, student, out / "export", torch.float16)
     return weights
 
@@ -186,11 +207,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--width", type=int, default=PointerConfig.width)
     parser.add_argument("--lr", type=float, default=PointerConfig.lr)
     parser.add_argument("--seed", type=int, default=PointerConfig.seed)
+    parser.add_argument("--context", action="store_true",
+                        help="the head also reads the next two ids' encodings and how long "
+                        "the pointer has stood (pointer_context)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = PointerConfig(tuple(args.data), args.init, args.utterances, args.epochs,
-                           args.width, args.lr, args.seed)
+                           args.width, args.lr, args.seed, context=args.context)
     weights = train(args.out, config)
     print(f"pointer student -> {weights}")
 

@@ -22,7 +22,7 @@ def _fails(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 def test_defaults_are_the_default_voice_on_the_whole_test_split() -> None:
     args = build_parser().parse_args(["eval"])
-    assert (args.model, args.split, args.kind, args.normalize) == ("piper/joe", "test", "all",
+    assert (args.model, args.split, args.kind, args.normalize) == ("pocket/joe-ar", "test", "all",
                                                                   True)
     assert not args.teacher and not args.compare_normalize and args.limit is None
 

@@ -11,32 +11,57 @@ import pytest
 import torch
 
 from polyvox.models.joe_ar.network import (
+    PointerHead,
     build_student,
     load_student,
+    pointer_context,
     pointer_step,
     step_patterns,
+    teacher_pointers,
 )
 from polyvox.train import pointer as pointer_training
 from polyvox.train.checkpoints import export_student
 from polyvox.train.teacher_data import read_data
 
 
-def _reference_step(logits: torch.Tensor, last: torch.Tensor,
-                    encodings: torch.Tensor) -> torch.Tensor:
-    """One row, plainly: find the id the last frame copied, walk the best allowed pattern."""
+class FixedHead(PointerHead):
+    """A pointer head whose logits are given per row (and which records its context)."""
+
+    def __init__(self, logits: torch.Tensor, channels: int = 0) -> None:
+        super().__init__(4, 4, 8, channels)
+        self.logits = logits
+        self.seen: torch.Tensor | None = None
+
+    def forward(self, hidden: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        self.seen = context
+        return self.logits
+
+
+def _reference_step(logits: torch.Tensor, last_step: torch.Tensor,
+                    encodings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One row, plainly: find the id the last frame copied and how many of the step's
+    frames sat on it, walk the best allowed pattern. Returns (frames, the context)."""
     group = int(logits.numel()).bit_length() - 1
+    last = last_step[-1]
     if torch.isnan(last).any():
-        pointer = -1
+        pointer, dwell = -1, 0
         allowed = [p for p in range(2 ** group) if p & 1]
     else:
         pointer = max(i for i in range(len(encodings)) if torch.equal(encodings[i], last))
+        dwell = 0
+        for frame in reversed(last_step):
+            if not torch.equal(frame, last):
+                break
+            dwell += 1
         allowed = list(range(2 ** group))
+    ahead = [encodings[min(pointer + k, len(encodings) - 1)] for k in (1, 2)]
+    context = torch.cat([*ahead, torch.eye(group + 1)[dwell]])
     best = max(allowed, key=lambda p: float(logits[p]))
     frames = []
     for g in range(group):
         pointer = min(pointer + ((best >> g) & 1), len(encodings) - 1)
         frames.append(encodings[pointer])
-    return torch.stack(frames)
+    return torch.stack(frames), context
 
 
 def test_the_batched_pointer_step_equals_a_plain_reference() -> None:
@@ -45,32 +70,59 @@ def test_the_batched_pointer_step_equals_a_plain_reference() -> None:
     encodings = torch.randn(4, 9, 6, generator=generator)
     encodings[0, 5:] = 0.0  # padding rows past each count
     logits = torch.randn(4, 16, generator=generator)
-    last = torch.stack([torch.full((6,), float("nan")), encodings[1, 4], encodings[2, 2],
-                        encodings[3, 6]])
-    frames = pointer_step(logits, last, encodings, counts)
+    last_step = torch.stack([
+        torch.full((4, 6), float("nan")),  # the clause's first step
+        encodings[1, [3, 4, 4, 4]],  # three frames on id 4
+        encodings[2, [0, 1, 1, 2]],  # one frame on id 2, its last
+        encodings[3, [6, 6, 6, 6]],  # the whole step on id 6, the last
+    ])
+    head = FixedHead(logits, channels=6)
+    frames = pointer_step(head, torch.zeros(4, 4), last_step, encodings, counts)
     for row in range(4):
-        expected = _reference_step(logits[row], last[row], encodings[row, : counts[row]])
+        expected, context = _reference_step(logits[row], last_step[row],
+                                            encodings[row, : counts[row]])
         torch.testing.assert_close(frames[row], expected, rtol=0, atol=0)
+        assert head.seen is not None
+        torch.testing.assert_close(head.seen[row], context, rtol=0, atol=0)
     # a clause's first frame is its first id, whatever the head prefers
     assert torch.equal(frames[0, 0], encodings[0, 0])
     # no pointer passes its clause's last id
     worst = torch.full((4, 16), -10.0)
     worst[:, 15] = 10.0  # every frame starts a new id
-    frames = pointer_step(worst, last, encodings, counts)
+    frames = pointer_step(FixedHead(worst), torch.zeros(4, 4), last_step, encodings, counts)
     assert torch.equal(frames[2, -1], encodings[2, 2]) and torch.equal(frames[3, -1],
                                                                       encodings[3, 6])
 
 
 def test_a_tie_between_equal_encodings_never_moves_a_pointer_back() -> None:
     encodings = torch.tensor([[[1.0, 0.0], [2.0, 0.0], [1.0, 0.0], [3.0, 0.0]]])
+    last_step = encodings[:, [2, 2, 2, 2]]
     stay = torch.full((1, 16), -10.0)
     stay[0, 0] = 10.0  # no frame starts an id
-    frames = pointer_step(stay, encodings[:, 2], encodings, torch.tensor([4]))
+    frames = pointer_step(FixedHead(stay), torch.zeros(1, 4), last_step, encodings,
+                          torch.tensor([4]))
     assert torch.equal(frames[0], encodings[0, 2].expand(4, 2))
     one = stay.clone()
     one[0, 0], one[0, 1] = -10.0, 10.0  # the first frame starts the next id
-    frames = pointer_step(one, encodings[:, 2], encodings, torch.tensor([4]))
+    frames = pointer_step(FixedHead(one), torch.zeros(1, 4), last_step, encodings,
+                          torch.tensor([4]))
     assert torch.equal(frames[0, 0], encodings[0, 3])
+
+
+def test_teacher_pointers_are_what_a_step_finds_from_the_teachers_frames() -> None:
+    durations = torch.tensor([2, 1, 3, 1, 2])  # frames' ids: 0 0 1 2 2 2 3 4 4
+    pointer, dwell = teacher_pointers(durations, 3, 4)  # the last step padded with id 4
+    assert pointer.tolist() == [-1, 2, 4] and dwell.tolist() == [0, 1, 1]
+    encodings = torch.randn(5, 3)
+    frames = encodings[torch.tensor([0, 0, 1, 2, 2, 2, 3, 4, 4, 4, 4, 4])].view(3, 4, 3)
+    for step in (1, 2):
+        head = FixedHead(torch.zeros(1, 16), channels=3)
+        pointer_step(head, torch.zeros(1, 4), frames[step - 1: step], encodings[None],
+                     torch.tensor([5]))
+        assert head.seen is not None
+        expected = pointer_context(pointer[step: step + 1], dwell[step: step + 1],
+                                   encodings[None], torch.tensor([5]), 4)
+        torch.testing.assert_close(head.seen, expected, rtol=0, atol=0)
 
 
 def test_step_patterns_mark_where_each_id_starts() -> None:
@@ -96,14 +148,18 @@ def _config(data: Path, init: Path, epochs: int) -> pointer_training.PointerConf
                                           epochs=epochs, width=32, lr=1e-2, batch=8)
 
 
+@pytest.mark.parametrize("context", [False, True])
 def test_training_learns_the_patterns_and_exports_a_pointer_student(
-        teacher_data: Path, feature_export: Path, tmp_path: Path) -> None:
-    weights = pointer_training.train(tmp_path / "run", _config(teacher_data, feature_export, 8))
+        teacher_data: Path, feature_export: Path, tmp_path: Path, context: bool) -> None:
+    config = dataclasses.replace(_config(teacher_data, feature_export, 8), context=context)
+    weights = pointer_training.train(tmp_path / "run", config)
     lines = [json.loads(line) for line in (tmp_path / "run/log.jsonl").read_text().splitlines()]
     assert [line["epoch"] for line in lines] == list(range(1, 9))
     assert lines[-1]["loss"] < 0.7 * lines[0]["loss"], lines  # measured: 2.7 -> 1.6
     config, flow_lm = load_student(weights.parent / "config.yaml", weights)
     assert config.pointer_width == 32 and flow_lm.pointer_head is not None
+    assert config.pointer_context == context
+    assert (flow_lm.pointer_head.context_width > 0) == context
     # the backbone and flow head are the init's; only the head is new
     _, before = load_student(feature_export.parent / "config.yaml", feature_export)
     after = flow_lm.state_dict()
@@ -143,9 +199,11 @@ def test_states_are_the_student_forced_through_each_utterance(
         teacher_data: Path, feature_export: Path) -> None:
     config, flow_lm = load_student(feature_export.parent / "config.yaml", feature_export)
     utterances = read_data(teacher_data)
-    states, patterns = pointer_training.collect(flow_lm, utterances, config.frames_per_step)
+    states, patterns, contexts = pointer_training.collect(flow_lm, utterances,
+                                                          config.frames_per_step)
     steps = sum(-(-len(u.latents) // config.frames_per_step) for u in utterances)
     assert states.shape == (steps, flow_lm.d_model) and patterns.shape == (steps,)
+    assert contexts.shape == (steps, 2 * config.latent_channels + config.frames_per_step + 1)
     # the first step of every utterance starts its first id
     first = 0
     for utterance in utterances:

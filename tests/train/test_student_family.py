@@ -23,7 +23,8 @@ def family(request, tiny_config, teacher, tmp_path_factory: pytest.TempPathFacto
     """A tiny student of either teacher latent: the prior's mean (decoded through the
     teacher's flow) or z; "+features": it also reads the teacher's text encoding;
     "+draws": each step averages 4 head draws (the shipped voice's kind of setting);
-    "+pointer": its frames copy the teacher's encodings its pointer head points at."""
+    "+pointer": its frames copy the teacher's encodings its pointer head points at (a
+    head that also reads the pointer's context)."""
     from polyvox.models.joe_ar.family import load_student_family
 
     latent, _, extra = request.param.partition("+")
@@ -31,7 +32,7 @@ def family(request, tiny_config, teacher, tmp_path_factory: pytest.TempPathFacto
         tiny_config, teacher_latent=latent,
         text_features="teacher_prior" if extra in ("features", "pointer") else None,
         head_draws=4 if extra == "draws" else 1,
-        pointer_width=32 if extra == "pointer" else 0)
+        pointer_width=32 if extra == "pointer" else 0, pointer_context=extra == "pointer")
     path = tmp_path_factory.mktemp("student") / "tiny.yaml"
     path.write_text(yaml.safe_dump(config_to_dict(config)))
     return load_student_family(path, seed=1)  # random weights: noise, but deterministic

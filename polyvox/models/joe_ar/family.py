@@ -51,6 +51,7 @@ from polyvox.models.joe_ar.network import (
     id_features,
     load_config,
     load_student,
+    PointerHead,
     pointer_step,
     ungroup_frames,
 )
@@ -146,7 +147,7 @@ class StudentFamily(FlowLMStages):
             steps_read_clause=self.pointer_head is not None)
 
     @property
-    def pointer_head(self) -> nn.Module | None:
+    def pointer_head(self) -> PointerHead | None:
         """A pointer student's head (StudentConfig.pointer_width), else None."""
         return getattr(self.flow_lm, "pointer_head", None)
 
@@ -247,7 +248,8 @@ class StudentFamily(FlowLMStages):
         features, counts = clauses
         hidden, eos_logits = self.flow_lm.step_hidden(latents, positions, kv)
         encodings = self.flow_lm.normalize_features(features)
-        frames = pointer_step(head(hidden), latents[:, -self.channels:], encodings, counts)
+        last_step = latents.reshape(len(latents), self.frames_per_step, self.channels)
+        frames = pointer_step(head, hidden, last_step, encodings, counts)
         return frames.reshape(len(frames), -1), eos_logits
 
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 import safetensors.torch
 import yaml
 from torch import nn
@@ -68,6 +69,10 @@ class StudentConfig:
     # phoneme id; the frames are the teacher's encodings of the ids pointed at (the
     # per-token features), not samples of the flow head. 0: the flow head generates.
     pointer_width: int = 0
+    # With pointer_context, the pointer head also reads where the pointer stands: the
+    # encodings of the next two ids and how many of the last step's frames sat on the
+    # current id (pointer_context below).
+    pointer_context: bool = False
     default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
     frames_after_eos: int = 0  # AR steps kept after the EOS step
     weights_path: str | None = None  # relative to the config file
@@ -89,6 +94,8 @@ class StudentConfig:
                              "text_features 'teacher_prior'")
         if self.pointer_width < 0:
             raise ValueError("pointer_width must be >= 0")
+        if self.pointer_context and not self.pointer_width:
+            raise ValueError("pointer_context needs a pointer head (pointer_width > 0)")
         if self.pointer_width and self.text_features is None:
             raise ValueError("a pointer student copies the per-token teacher encodings: "
                              "it needs text_features 'teacher_prior'")
@@ -135,18 +142,55 @@ def speed_features(log_speed: torch.Tensor) -> torch.Tensor:
 
 
 class PointerHead(nn.Module):
-    """[B, d] step state -> [B, 2^G] logits over which of the step's G frames start the
-    next phoneme id (bit g set: frame g does)."""
+    """[B, d] step state (+ [B, context_width] pointer context, when it reads one) ->
+    [B, 2^G] logits over which of the step's G frames start the next phoneme id (bit g
+    set: frame g does)."""
 
-    def __init__(self, d_model: int, frames_per_step: int, width: int) -> None:
+    def __init__(self, d_model: int, frames_per_step: int, width: int,
+                 channels: int = 0) -> None:
         super().__init__()
         self.frames_per_step = frames_per_step
-        self.net = nn.Sequential(nn.Linear(d_model, width), nn.GELU(),
+        # the context: two encodings of `channels`, and a one-hot of 0..G frames
+        self.context_width = 2 * channels + frames_per_step + 1 if channels else 0
+        self.net = nn.Sequential(nn.Linear(d_model + self.context_width, width), nn.GELU(),
                                  nn.Linear(width, width), nn.GELU(),
                                  nn.Linear(width, 2 ** frames_per_step))
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        if self.context_width:
+            if context is None:
+                raise ValueError("this pointer head reads the pointer's context")
+            hidden = torch.cat([hidden, context.to(hidden.dtype)], dim=-1)
         return self.net(hidden)
+
+
+def teacher_pointers(durations: torch.Tensor, steps: int,
+                     frames_per_step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where the teacher's pointer stands before each of `steps` steps, as pointer_step
+    finds it from the previous step's frames: (pointer [S], -1 before the first step;
+    dwell [S], how many of the previous step's frames were on that id). Frames past the
+    clause's end are its last id's, as in group_frames' last step."""
+    frame_ids = torch.repeat_interleave(torch.arange(len(durations)), durations)
+    padded = torch.full((steps * frames_per_step,), len(durations) - 1)
+    padded[: len(frame_ids)] = frame_ids[: len(padded)]
+    previous = padded.view(steps, frames_per_step)[:-1]  # [S - 1, G]
+    pointer = torch.cat([torch.tensor([-1]), previous[:, -1]])
+    same = (previous == previous[:, -1:]).flip(1).long().cumprod(1).sum(1)
+    return pointer, torch.cat([torch.tensor([0]), same])
+
+
+def pointer_context(pointer: torch.Tensor, dwell: torch.Tensor, encodings: torch.Tensor,
+                    counts: torch.Tensor, frames_per_step: int) -> torch.Tensor:
+    """What a context-reading pointer head reads beside the step state, for B rows:
+    pointer [B] (the id the last frame copied; -1 before the clause's first), dwell [B]
+    (how many of the last step's frames sat on it, 0..G), encodings [B, N, C], counts [B]
+    -> [B, 2C + G + 1]: the encodings of the next two ids (the last id past the end),
+    then dwell one-hot."""
+    rows = torch.arange(len(pointer), device=encodings.device)
+    last = counts - 1
+    after = [encodings[rows, torch.minimum(pointer + step, last)] for step in (1, 2)]
+    dwell = F.one_hot(dwell.long(), frames_per_step + 1).to(encodings.dtype)
+    return torch.cat([*after, dwell], dim=-1)
 
 
 def step_patterns(durations: torch.Tensor, steps: int, frames_per_step: int) -> torch.Tensor:
@@ -158,16 +202,18 @@ def step_patterns(durations: torch.Tensor, steps: int, frames_per_step: int) -> 
     return bits.sum(1)
 
 
-def pointer_step(logits: torch.Tensor, last_frames: torch.Tensor, encodings: torch.Tensor,
-                 counts: torch.Tensor) -> torch.Tensor:
-    """One pointer step for B rows. logits [B, 2^G] (the pointer head's); last_frames
-    [B, C], each row's previous frame (NaN: the clause's first step); encodings [B, N, C]
-    each row's clause's per-id encodings (rows padded past counts [B]). Returns the
-    step's frames [B, G, C]: the row's pointer is the id its last frame copied (the
-    clause's first step: before id 0), the most likely pattern moves it one id on at
-    each set bit (never past the last id), and each frame copies the encoding pointed at."""
+def pointer_step(head: PointerHead, hidden: torch.Tensor, last_step: torch.Tensor,
+                 encodings: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """One pointer step for B rows. hidden [B, d] (the step state the head reads);
+    last_step [B, G, C], each row's previous step's frames (NaN: the clause's first
+    step); encodings [B, N, C] each row's clause's per-id encodings (rows padded past
+    counts [B]). Returns the step's frames [B, G, C]: the row's pointer is the id its
+    last frame copied (the clause's first step: before id 0), the head's most likely
+    pattern moves it one id on at each set bit (never past the last id), and each frame
+    copies the encoding pointed at."""
     rows, ids = encodings.shape[:2]
-    group = int(logits.shape[1]).bit_length() - 1
+    group = head.frames_per_step
+    last_frames = last_step[:, -1]
     distance = (encodings - last_frames[:, None]).square().sum(-1)  # [B, N]
     padding = torch.arange(ids, device=encodings.device)[None] >= counts[:, None]
     # the last of equal encodings: a tie can never move a pointer back
@@ -175,6 +221,13 @@ def pointer_step(logits: torch.Tensor, last_frames: torch.Tensor, encodings: tor
     pointer = ids - 1 - distance.argmin(1)
     first = last_frames[:, 0].isnan()
     pointer = torch.where(first, -1, pointer)
+    context = None
+    if head.context_width:
+        # frames on the current id are exact copies of the last one: count them from the end
+        same = (last_step == last_frames[:, None]).all(-1).flip(1).long()
+        dwell = torch.where(first, 0, same.cumprod(1).sum(1))
+        context = pointer_context(pointer, dwell, encodings, counts, group)
+    logits = head(hidden, context)
     patterns = torch.arange(2 ** group, device=logits.device)
     # the clause's first frame starts its first id: only patterns with bit 0 set
     starts_first = (patterns % 2 == 1)[None] | ~first[:, None]
@@ -201,8 +254,9 @@ class StudentFlowLM(FlowLM):
         self.speed_proj: nn.Linear | None = None
         self.pointer_head: PointerHead | None = None
         if config.pointer_width:
-            self.pointer_head = PointerHead(self.d_model, config.frames_per_step,
-                                            config.pointer_width)
+            self.pointer_head = PointerHead(
+                self.d_model, config.frames_per_step, config.pointer_width,
+                config.latent_channels if config.pointer_context else 0)
         if config.text_features == "teacher_prior":
             self.prior_proj = nn.Linear(config.latent_channels, self.d_model, bias=False)
             nn.init.zeros_(self.prior_proj.weight)
