@@ -87,7 +87,7 @@ class Engine:
             if family.traits.is_autoregressive:
                 step_graphs = StepGraphs(family, self.cache, buckets,
                                          self.padding_blocks[0] * self.config.block_size,
-                                         capture)
+                                         capture, self.config.max_clause_tokens or 0)
             decode_graphs = DecodeGraphs(family, self.slots, buckets, self.padding_slot,
                                          capture)
         self.runner = Runner(family, self.cache, self.slots, step_graphs, decode_graphs)
@@ -156,7 +156,7 @@ class Engine:
             frames = int(self.family.max_frames(clause))
             # NOTE: context is dropped in whole blocks: up to one more block stays.
             runner.step_graphs.warm_up(longest_voice + config.context_window + clause + frames
-                                       + config.block_size, max_tokens=clause)
+                                       + config.block_size)
         if runner.decode_graphs is not None and not self.family.traits.decoder_lookahead:
             assert config.max_chunk_frames
             runner.decode_graphs.warm_up(list(range(1, config.max_chunk_frames + 1)))

@@ -99,16 +99,18 @@ class StepGraphs:
     """The AR step (backbone token + sampler head + EOS head) at bucketed shapes."""
 
     def __init__(self, family: Any, cache: PagedKVCache, buckets: tuple[int, ...],
-                 padding_slot: int, capture: bool) -> None:
+                 padding_slot: int, capture: bool, clause_tokens: int = 0) -> None:
         self.family, self.cache, self.buckets = family, cache, buckets
         self.padding_slot, self.capture = padding_slot, capture
         self.device = cache.k.device
         self.calls: dict[tuple[int, int, int, int],
                          tuple[ShapedCall, dict[str, torch.Tensor]]] = {}
-        # a family that steps with its clauses' features (a pointer student) gets them in
-        # buffers padded to a bucket of token counts, as keys are
+        # A family that steps with its clauses' features (a pointer student) gets them in
+        # buffers padded to one token width, that of the longest clause the engine plans
+        # (`clause_tokens`): one shape more per (rows, width), not one per clause length.
         self.reads_clause = bool(family.traits.steps_read_clause)
         self.feature_width = getattr(family, "feature_width", 0) if self.reads_clause else 0
+        self.clause_tokens = width_bucket(max(clause_tokens, 1)) if self.reads_clause else 0
         self.pool = _graph_pool(capture)
 
     def _call(self, rows: int, width: int, sampler_steps: int, tokens: int = 0
@@ -156,20 +158,13 @@ class StepGraphs:
             self.calls[key] = (call, buffers)
         return self.calls[key]
 
-    def warm_up(self, max_width: int, sampler_steps: int = 1, max_tokens: int = 0) -> None:
-        """Build (with capture: record) every shape up to `max_width` keys per row (and,
-        for a family that reads its clauses, `max_tokens` tokens per clause), so that
+    def warm_up(self, max_width: int, sampler_steps: int = 1) -> None:
+        """Build (with capture: record) every shape up to `max_width` keys per row, so that
         serving never stops to capture."""
-        token_buckets = [0]
-        if self.reads_clause:
-            token_buckets = [MIN_WIDTH]
-            while token_buckets[-1] < width_bucket(max(max_tokens, 1)):
-                token_buckets.append(token_buckets[-1] * 2)
         for rows in self.buckets:
             width = MIN_WIDTH
             while width <= width_bucket(max_width):
-                for tokens in token_buckets:
-                    self._call(rows, width, sampler_steps, tokens)
+                self._call(rows, width, sampler_steps, self.clause_tokens)
                 width *= 2
 
     def _fill(self, buffers: dict[str, torch.Tensor], latents: torch.Tensor,
@@ -222,7 +217,8 @@ class StepGraphs:
         tokens = 0
         if self.reads_clause:
             assert clauses is not None, "this family steps with its clauses' features"
-            tokens = width_bucket(clauses[0].shape[1])
+            # NOTE: a clause longer than the planned cap gets a shape of its own
+            tokens = max(self.clause_tokens, width_bucket(clauses[0].shape[1]))
         call, buffers = self._call(rows, width, sampler_steps, tokens)
         self._fill(buffers, latents, positions, write_slots, read_slots, read_positions, noise)
         if self.reads_clause:

@@ -199,7 +199,7 @@ def test_a_student_with_a_pace_input_reads_the_speed(tiny_config, teacher, tmp_p
 
 def test_fixed_shape_steps_equal_plain_steps(family) -> None:
     """graphs="shaped" (the CUDA-graph shapes, run eagerly): padded rows, key widths and,
-    for a pointer student, clause features padded to a token bucket change no audio."""
+    for a pointer student, clause features padded to the longest clause change no audio."""
     audio = {}
     for graphs in ("off", "shaped"):
         engine = _engine(family, graphs=graphs)

