@@ -71,3 +71,15 @@ def export_student(flow_lm: FlowLM, config: StudentConfig, out: Path,
     config_path = out / CONFIG
     config_path.write_text(yaml.safe_dump(data, sort_keys=False))
     return weights, config_path
+
+
+def refuse_pointer_students(family: Any, init: Path, method: str) -> None:
+    """Post-training (DPO, GRPO) moves the flow head's samples; a pointer student
+    (`pointer_width` in its config: the shipped voice since session 28) does not speak
+    through them, so training it that way changes nothing it says."""
+    if getattr(family, "pointer_head", None) is not None:
+        raise ValueError(
+            f"{init} is a pointer student: {method} trains the flow head's samples, which it "
+            "does not speak through. Give a sampling student's export (a config without "
+            "pointer_width beside it), e.g. v5: git show "
+            "6644b0a:polyvox/models/pocket/joe_ar.safetensors (docs/posttrain.md)")

@@ -234,10 +234,12 @@ class DPORun:
         import copy
 
         from polyvox.models.joe_ar.family import load_student_family
+        from polyvox.train.checkpoints import refuse_pointer_students
 
         self.out, self.config, self.log = Path(out), config, log
         self.out.mkdir(parents=True, exist_ok=True)
         self.family = load_student_family(weights=init)
+        refuse_pointer_students(self.family, init, "Flow-DPO")
         self.reference = self.family.flow_lm.eval()
         self.policy = copy.deepcopy(self.reference)
         self.stats = LatentStats(self.reference.emb_mean.clone(), self.reference.emb_std.clone())

@@ -239,10 +239,12 @@ class GRPORun:
         import copy
 
         from polyvox.models.joe_ar.family import load_student_family
+        from polyvox.train.checkpoints import refuse_pointer_students
 
         self.out, self.config, self.log = Path(out), config, log
         self.out.mkdir(parents=True, exist_ok=True)
         self.family = load_student_family(weights=init)
+        refuse_pointer_students(self.family, init, "Flow-GRPO")
         # rollouts run on the family's model: the policy
         self.policy = cast("StudentFlowLM", self.family.flow_lm.eval())
         self.reference = copy.deepcopy(self.policy).requires_grad_(False)

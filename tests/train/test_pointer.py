@@ -238,3 +238,17 @@ def test_a_pointer_student_speaks_the_teachers_encodings_in_order(
     steps = pointed.diff()
     assert bool(((steps == 0) | (steps == 1)).all())
     assert len(set(steps.tolist())) == 2  # it moves, and it stays
+
+
+@pytest.mark.parametrize("method", ["grpo", "dpo"])
+def test_post_training_refuses_a_pointer_student(tiny_config, teacher, tmp_path: Path,
+                                                 method: str) -> None:
+    """DPO and GRPO move the flow head's samples, which a pointer student never speaks."""
+    from polyvox.train.dpo import DPOConfig, DPORun
+    from polyvox.train.grpo import GRPOConfig, GRPORun
+
+    config = dataclasses.replace(tiny_config, text_features="teacher_prior", pointer_width=16)
+    weights, _ = export_student(build_student(config), config, tmp_path / "pointer")
+    run = (GRPORun, GRPOConfig) if method == "grpo" else (DPORun, DPOConfig)
+    with pytest.raises(ValueError, match="pointer student"):
+        run[0](weights, tmp_path / "run", run[1](steps=1), log=False)
