@@ -2,6 +2,8 @@
 
     clause text ─► teacher's phonemizer ─► phoneme ids ─► prefill (paged KV)
     step: FlowLM + flow-matching head ─► one grouped latent (G teacher frames) + EOS logit
+          (a pointer student, the shipped one: FlowLM + pointer head ─► which of the G
+          frames start the next id ─► copies of the teacher's encodings of those ids)
     decode: grouped latents ─► denormalize, ungroup ─► teacher latents [192, N * G]
             ─► (teacher_latent "prior": the teacher's flow at noise 0) ─► z
             ─► teacher's HiFi-GAN in windows (history + lookahead, as PiperFamily)
