@@ -109,7 +109,7 @@ class StepGraphs:
         # buffers padded to one token width, that of the longest clause the engine plans
         # (`clause_tokens`): one shape more per (rows, width), not one per clause length.
         self.reads_clause = bool(family.traits.steps_read_clause)
-        self.feature_width = getattr(family, "feature_width", 0) if self.reads_clause else 0
+        self.feature_width = family.traits.clause_feature_width if self.reads_clause else 0
         self.clause_tokens = width_bucket(max(clause_tokens, 1)) if self.reads_clause else 0
         self.pool = _graph_pool(capture)
 

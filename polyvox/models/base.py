@@ -63,8 +63,10 @@ class FamilyTraits:
     starts_clauses_in_pieces: bool = False  # start_clauses(): a clause's first frames first
     clones_voices: bool = False  # voice_from_audio(): a voice from a recording
     # step_batch also reads each row's clause: its ClausePlan.features, padded, and how
-    # many tokens each row's clause has (`clauses=(features [B, N, F], counts [B])`)
+    # many tokens each row's clause has (`clauses=(features [B, N, F], counts [B])`),
+    # F = clause_feature_width
     steps_read_clause: bool = False
+    clause_feature_width: int = 0
     # EngineConfig fields this family prefers where the user set none (EngineConfig.for_family)
     preferred_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 

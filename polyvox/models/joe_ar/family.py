@@ -146,17 +146,13 @@ class StudentFamily(FlowLMStages):
         self.traits = FamilyTraits(
             is_autoregressive=True, resets_decoder_per_clause=True, decoder_history=window,
             decoder_lookahead=window, preferred_settings=self.PREFERRED_SETTINGS,
-            steps_read_clause=self.pointer_head is not None)
+            steps_read_clause=self.pointer_head is not None,
+            clause_feature_width=int(getattr(flow_lm, "feature_width", 0)))
 
     @property
     def pointer_head(self) -> PointerHead | None:
         """A pointer student's head (StudentConfig.pointer_width), else None."""
         return getattr(self.flow_lm, "pointer_head", None)
-
-    @property
-    def feature_width(self) -> int:
-        """Columns of a clause's per-token features (ClausePlan.features)."""
-        return int(getattr(self.flow_lm, "feature_width", 0))
 
     @property
     def sample_rate(self) -> int:
