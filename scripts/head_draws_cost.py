@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import torch
 
@@ -22,19 +23,21 @@ from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.pocket.heads import sample
 
 
-def _row(label: str, draws_list: list[int], repeats: int,
-         call: Callable[[int], None]) -> str:
-    times: dict[int, list[float]] = {d: [] for d in draws_list}
+def timed_row(label: str, keys: Sequence[Hashable], repeats: int,
+              call: Callable[[Any], None]) -> str:
+    """One table row: `call(key)` for each key, alternating inside every round, timed
+    `repeats` times after 10 untimed rounds; each cell the median ms (10-90%)."""
+    times: dict[Hashable, list[float]] = {key: [] for key in keys}
     for repeat in range(repeats + 10):
-        for draws in draws_list:
+        for key in keys:
             start = time.perf_counter()
-            call(draws)
+            call(key)
             if repeat >= 10:
-                times[draws].append((time.perf_counter() - start) * 1e3)
+                times[key].append((time.perf_counter() - start) * 1e3)
     cells = []
-    for draws in draws_list:
-        deciles = statistics.quantiles(times[draws], n=10)
-        cells.append(f"{statistics.median(times[draws]):.2f} ({deciles[0]:.2f}-{deciles[-1]:.2f})")
+    for key in keys:
+        deciles = statistics.quantiles(times[key], n=10)
+        cells.append(f"{statistics.median(times[key]):.2f} ({deciles[0]:.2f}-{deciles[-1]:.2f})")
     return f"| {label} | " + " | ".join(cells) + " |"
 
 
@@ -66,7 +69,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, {args.threads} thread(s); ms per call")
     print("| call | " + " | ".join(f"{d} draw(s)" for d in draws_list) + " |")
     print("|---|" + "---|" * len(draws_list))
-    print(_row(f"whole step, 1 request, context {args.context}", draws_list, args.repeats, step))
+    print(timed_row(f"whole step, 1 request, context {args.context}", draws_list, args.repeats,
+                    step))
     for rows in [int(r) for r in args.rows.split(",")]:
         cond = torch.randn(rows, flow_lm.d_model, generator=generator)
         noises = torch.randn(rows, dim, generator=generator) * 0.45
@@ -74,7 +78,7 @@ def main() -> None:
         def head(draws: int, cond: torch.Tensor = cond, noises: torch.Tensor = noises) -> None:
             sample(flow_lm.flow_net, flow_lm.sampler_type, cond, noises, 1, draws)
 
-        print(_row(f"head alone, {rows} row(s)", draws_list, args.repeats, head))
+        print(timed_row(f"head alone, {rows} row(s)", draws_list, args.repeats, head))
 
 
 if __name__ == "__main__":

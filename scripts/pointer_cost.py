@@ -17,31 +17,16 @@ spread.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
+
+from head_draws_cost import timed_row  # scripts/ is on the path when run as a script
 
 from polyvox.models.joe_ar.family import StudentFamily, load_student_family
 from polyvox.models.joe_ar.network import pointer_step
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.pocket.heads import sample
-
-
-def _row(label: str, calls: dict[str, Callable[[], None]], repeats: int) -> str:
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for repeat in range(repeats + 10):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            if repeat >= 10:
-                times[name].append((time.perf_counter() - start) * 1e3)
-    cells = []
-    for name in calls:
-        deciles = statistics.quantiles(times[name], n=10)
-        cells.append(f"{statistics.median(times[name]):.2f} ({deciles[0]:.2f}-{deciles[-1]:.2f})")
-    return f"| {label} | " + " | ".join(cells) + " |"
 
 
 @torch.no_grad()
@@ -83,11 +68,13 @@ def main() -> None:
             family.step_batch(latent, kv.next_positions(1)[:, 0], kv, noise, 1, clauses)
         return call
 
-    print(_row(f"whole step, 1 request, context {args.context}",
-               {"sampling": whole(sampling), "pointer": whole(pointer)}, args.repeats))
+    steps = {"sampling": whole(sampling), "pointer": whole(pointer)}
+    print(timed_row(f"whole step, 1 request, context {args.context}", list(steps),
+                    args.repeats, lambda name: steps[name]()))
     for rows in [int(r) for r in args.rows.split(",")]:
-        print(_row(f"after the backbone, {rows} row(s), {args.ids} ids each",
-                   _after_backbone(sampling, pointer, *inputs(rows)), args.repeats))
+        calls = _after_backbone(sampling, pointer, *inputs(rows))
+        print(timed_row(f"after the backbone, {rows} row(s), {args.ids} ids each", list(calls),
+                        args.repeats, lambda name, calls=calls: calls[name]()))
 
 
 def _after_backbone(sampling: StudentFamily, pointer: StudentFamily, latents: torch.Tensor,
