@@ -20,6 +20,11 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
   noise S (0: exactly the target the student learns);
 - stepsK-drawsD-tempT: the head's sampler with K Euler steps, D averaged draws and
   temperature T (shipped: 1, 2, 0.2);
+- warp: a pointer student speaks at speed 1 and its frames are retimed to `--speed`
+  after the fact, each id's run of frames scaled by 1 / speed (at least one frame), as
+  the teacher scales its durations;
+- wsola: the student speaks at speed 1 and its audio is time-compressed to `--speed`,
+  pitch kept (scripts/fast_speech_ceiling.py's WSOLA);
 - a pointer student (`--weights` of `polyvox train pointer`'s export) under "off": its
   own steps, copies of the teacher's encodings (docs/distill.md, session 28).
 """
@@ -61,8 +66,8 @@ class Way:
 
 
 def parse_way(text: str) -> Way:
-    if text == "off":
-        return Way("off")
+    if text in ("off", "warp", "wsola"):
+        return Way(text)
     if sampler := re.fullmatch(r"steps(\d+)-draws(\d+)-temp([\d.]+)", text):
         return Way("sampler", steps=int(sampler[1]), draws=int(sampler[2]),
                    temperature=float(sampler[3]))
@@ -104,7 +109,8 @@ def _latent(family: StudentFamily, frames: torch.Tensor) -> torch.Tensor:
 def student_clause(family: StudentFamily, ids: list[int], way: Way,
                    generator: torch.Generator, speed: float = 1.0) -> torch.Tensor:
     """The clause's prior frames [T, C] as the student generates them under `way`."""
-    params = StudentParams(temperature=way.temperature, speed=speed)
+    params = StudentParams(temperature=way.temperature,
+                           speed=1.0 if way.kind in ("warp", "wsola") else speed)
     clause = Clause(family, ids)
     kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
     tokens = torch.tensor(ids)
@@ -140,7 +146,22 @@ def student_clause(family: StudentFamily, ids: list[int], way: Way,
         nearest = torch.cdist(frames, clause.means).argmin(1)
         frames = frames + torch.randn(frames.shape, generator=generator) \
             * clause.sigmas[nearest] * way.amount
+    if way.kind == "warp":
+        frames = retime(frames, speed)
     return frames
+
+
+def retime(frames: torch.Tensor, speed: float) -> torch.Tensor:
+    """Runs of equal frames (one per id) rescaled by 1 / speed, each kept >= 1 frame."""
+    change = torch.ones(len(frames), dtype=torch.bool)
+    change[1:] = (frames[1:] != frames[:-1]).any(1)
+    starts = change.nonzero()[:, 0].tolist() + [len(frames)]
+    out, end = [], 0
+    for run, (start, stop) in enumerate(zip(starts, starts[1:])):
+        new_stop = max(end + 1, round(stop / speed))
+        out += [frames[start]] * (new_stop - end)
+        end = new_stop
+    return torch.stack(out)
 
 
 def speak(family: StudentFamily, text: str, way: Way, seed: int,
@@ -161,7 +182,11 @@ def speak(family: StudentFamily, text: str, way: Way, seed: int,
             assert family.flow is not None
             z = family.flow.flow_from_prior(frames.T)
         pieces.append(family.hifigan(z[None])[0].reshape(-1))
-    return torch.cat(pieces) if pieces else torch.zeros(0)
+    audio = torch.cat(pieces) if pieces else torch.zeros(0)
+    if way.kind == "wsola" and speed != 1.0:
+        from fast_speech_ceiling import wsola  # scripts/ is on the path of a script run
+        audio = wsola(audio, speed)
+    return audio
 
 
 def main() -> None:

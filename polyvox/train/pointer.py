@@ -1,7 +1,7 @@
 """Train a pointer head on a distilled student (docs/distill.md, session 28).
 
     polyvox train pointer --data DIR [DIR ...] --init EXPORT --out RUN
-        [--utterances 5000] [--epochs 10] [--width 512] [--threads 2] [--seed 0]
+        [--utterances 5000] [--epochs 10] [--width 512] [--chain P] [--threads 2] [--seed 0]
 
 The student's frames are the teacher's prior: one encoding per phoneme id, repeated for
 the id's duration. The flow head regresses them, and where the student is unsure when
@@ -13,7 +13,9 @@ of 2^G patterns; generation then copies the teacher's encoding of each id pointe
 
 Steps, each resumable: (1) run the frozen export over the data by teacher forcing and
 keep each step's state and pattern (RUN/states.pt, the first tenth of the shuffled
-utterances held out); (2) train the head, a checkpoint after every epoch
+utterances held out; with `--chain P`, a share P of the utterances is forced after the
+tail of another clause's generated steps, its text dropped, as the engine's `audio`
+chaining holds it: the sentence before it in its paragraph where it has one); (2) train the head, a checkpoint after every epoch
 (RUN/checkpoint.pt, RUN/log.jsonl); (3) write RUN/export: the export's tensors plus the
 head, its config with `pointer_width`. The backbone, flow head and EOS head are unchanged.
 """
@@ -25,6 +27,7 @@ import json
 import random
 import time
 from dataclasses import asdict, dataclass, replace
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -38,7 +41,8 @@ from polyvox.models.joe_ar.network import (
     step_patterns,
     teacher_pointers,
 )
-from polyvox.train.batches import LatentStats, fresh_batch, make_examples
+from polyvox.models.layers.attention import ContiguousKV
+from polyvox.train.batches import Example, LatentStats, fresh_batch, make_examples
 from polyvox.train.checkpoints import export_student, load_checkpoint, save_checkpoint
 from polyvox.train.student import teacher_forcing
 from polyvox.train.teacher_data import Utterance, read_data
@@ -58,6 +62,8 @@ class PointerConfig:
     seed: int = 0
     batch: int = 512  # steps per head update
     context: bool = False  # the head also reads the pointer's context (pointer_context)
+    chain: float = 0.0  # share of utterances forced after another clause's audio tail
+    window: int = 128  # the most positions of such a tail (the engine's context window)
 
 
 def _config_path(init: str) -> Path:
@@ -66,10 +72,15 @@ def _config_path(init: str) -> Path:
     return beside if beside.is_file() else DEFAULT_CONFIG
 
 
+Prefix = tuple[Utterance, int]  # a clause and how many of its last positions stay
+
+
 def collect(flow_lm: torch.nn.Module, utterances: list[Utterance], frames_per_step: int,
-            batch_size: int = 16) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Teacher forcing over the utterances (fresh contexts, clean inputs: what a pointer
-    student reads back): each step's state [M, d] (float16), pattern [M], and the
+            batch_size: int = 16, prefixes: Sequence[Prefix | None] | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Teacher forcing over the utterances (clean inputs: what a pointer student reads
+    back), each in a fresh context or after prefixes[i] (the last `keep` positions of
+    another clause spoken before it: _after_tail): each step's state [M, d] (float16), pattern [M], and the
     pointer's context where the teacher's pointer stands [M, 2C + G + 1] (float16)."""
     stats = LatentStats(flow_lm.emb_mean.detach(), flow_lm.emb_std.detach())
     states, patterns, contexts = [], [], []
@@ -77,9 +88,16 @@ def collect(flow_lm: torch.nn.Module, utterances: list[Utterance], frames_per_st
         for start in range(0, len(utterances), batch_size):
             chunk = utterances[start: start + batch_size]
             examples = make_examples(chunk, frames_per_step)
+            before = list(prefixes[start: start + batch_size]) if prefixes else []
+            before += [None] * (len(chunk) - len(before))
             batch = fresh_batch(examples, stats)
             hidden, _ = teacher_forcing(flow_lm, batch)
-            states.append(hidden[batch.has_target].half())
+            for row, (example, prefix) in enumerate(zip(examples, before)):
+                if prefix is None:
+                    states.append(hidden[row][batch.has_target[row]].half())
+                else:
+                    states.append(_after_tail(flow_lm, example, *prefix, stats,
+                                              frames_per_step).half())
             for utterance, example in zip(chunk, examples):
                 steps = len(example.latents)
                 patterns.append(step_patterns(utterance.durations, steps, frames_per_step))
@@ -89,6 +107,44 @@ def collect(flow_lm: torch.nn.Module, utterances: list[Utterance], frames_per_st
                     pointer, dwell, encodings[None].expand(steps, -1, -1),
                     torch.full((steps,), len(encodings)), frames_per_step).half())
     return torch.cat(states), torch.cat(patterns), torch.cat(contexts)
+
+
+def _after_tail(flow_lm: torch.nn.Module, example: Example, clause: Utterance, keep: int,
+                stats: LatentStats, frames_per_step: int) -> torch.Tensor:
+    """One example's states [S, d] as the engine's `audio` chaining computes them: the
+    clause before spoken into a KV store (forced on its teacher frames), all but its last
+    `keep` positions dropped (their keys as computed then, with its text in view), and
+    the example forced after them."""
+    transformer = flow_lm.transformer
+    kv = ContiguousKV(transformer.num_layers, transformer.kv_heads, transformer.head_dim,
+                      torch.float32, torch.device("cpu"), capacity=1024)
+    (spoken,) = make_examples([clause], frames_per_step)
+    teacher_forcing(flow_lm, fresh_batch([spoken], stats), kv)
+    kv.drop_before(kv.start + kv.length - keep)
+    batch = fresh_batch([example], stats)
+    batch = batch._replace(positions=batch.positions + kv.start + kv.length)
+    hidden, _ = teacher_forcing(flow_lm, batch, kv)
+    return hidden[0][batch.has_target[0]]
+
+
+def chained_prefixes(everything: list[Utterance], order: list[int], share: float,
+                     window: int, frames_per_step: int, rng: random.Random
+                     ) -> list[Prefix | None]:
+    """For each utterance everything[i], i in `order`: with probability `share`, the
+    clause it is forced after and how many of that clause's last positions stay (1 up to
+    its generated steps and BOS, at most `window`: its text never stays, as in `audio`
+    chaining). The clause is the sentence before it in its paragraph (data order, as
+    make_examples links them) where it has one, else a random other utterance."""
+    prefixes: list[Prefix | None] = []
+    for index in order:
+        if share <= 0 or rng.random() >= share:
+            prefixes.append(None)
+            continue
+        utterance = everything[index]
+        before = index - 1 if utterance.part > 0 and index > 0 else rng.randrange(len(everything))
+        steps = -(-len(everything[before].latents) // frames_per_step) + 1  # and BOS
+        prefixes.append((everything[before], rng.randint(1, min(steps, window))))
+    return prefixes
 
 
 def pattern_scores(logits: torch.Tensor, patterns: torch.Tensor,
@@ -108,13 +164,18 @@ def _states(out: Path, config: PointerConfig, flow_lm: torch.nn.Module,
     if path.exists():
         saved: dict[str, torch.Tensor] = torch.load(path)
         return saved
-    utterances = [u for data in config.data for u in read_data(Path(data))]
-    random.Random(config.seed).shuffle(utterances)
-    utterances = utterances[: config.utterances]
+    everything = [u for data in config.data for u in read_data(Path(data))]
+    order = list(range(len(everything)))
+    random.Random(config.seed).shuffle(order)
+    order = order[: config.utterances]
+    utterances = [everything[i] for i in order]
+    prefixes = chained_prefixes(everything, order, config.chain, config.window,
+                                frames_per_step, random.Random(config.seed + 1))
     held = max(1, len(utterances) // 10)
     began = time.time()
-    val_x, val_y, val_c = collect(flow_lm, utterances[:held], frames_per_step)
-    x, y, c = collect(flow_lm, utterances[held:], frames_per_step)
+    val_x, val_y, val_c = collect(flow_lm, utterances[:held], frames_per_step,
+                                  prefixes=prefixes[:held])
+    x, y, c = collect(flow_lm, utterances[held:], frames_per_step, prefixes=prefixes[held:])
     print(f"states: {len(y)} train steps, {len(val_y)} held out, {time.time() - began:.0f} s",
           flush=True)
     saved = {"x": x, "y": y, "c": c, "val_x": val_x, "val_y": val_y, "val_c": val_c}
@@ -129,7 +190,9 @@ def train(out: Path, config: PointerConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     settings = out / "pointer.json"
     if settings.exists():
-        if json.loads(settings.read_text()) != json.loads(json.dumps(asdict(config))):
+        # a run from before a setting existed had its default
+        saved = asdict(PointerConfig(**json.loads(settings.read_text())))
+        if json.loads(json.dumps(saved)) != json.loads(json.dumps(asdict(config))):
             raise ValueError(f"{out} holds a pointer run with other settings ({settings}); "
                              "use a new --out")
     else:
@@ -210,11 +273,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--context", action="store_true",
                         help="the head also reads the next two ids' encodings and how long "
                         "the pointer has stood (pointer_context)")
+    parser.add_argument("--chain", type=float, default=PointerConfig.chain, metavar="P",
+                        help="share of utterances forced after another clause's audio tail "
+                        "(the engine's `audio` chaining)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = PointerConfig(tuple(args.data), args.init, args.utterances, args.epochs,
-                           args.width, args.lr, args.seed, context=args.context)
+                           args.width, args.lr, args.seed, context=args.context,
+                           chain=args.chain)
     weights = train(args.out, config)
     print(f"pointer student -> {weights}")
 

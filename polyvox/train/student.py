@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, cast
 import torch
 import torch.nn.functional as F
 
-from polyvox.models.layers.attention import NoCache, apply_rope
+from polyvox.models.layers.attention import KVStore, NoCache, apply_rope
 from polyvox.models.layers.transformer import TransformerLayer
 from polyvox.models.pocket.flow_lm import FlowLM
 from polyvox.models.pocket.heads import sample
@@ -111,9 +111,12 @@ def _guide_loss(captured: dict, batch: Batch, num_heads: int) -> torch.Tensor:
     return torch.stack(losses).mean()
 
 
-def teacher_forcing(flow_lm: FlowLM, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+def teacher_forcing(flow_lm: FlowLM, batch: Batch, kv: KVStore | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """The backbone over whole sequences, as FlowLM.prefill + FlowLM.step compute it one
-    position at a time: (head conditioning [B, T, d], EOS logits [B, T])."""
+    position at a time: (head conditioning [B, T, d], EOS logits [B, T]). With `kv`
+    (one row), the sequence attends to what the store holds too and is written into it
+    (committed)."""
     latents = torch.where(torch.isnan(batch.latents_in), flow_lm.bos_emb, batch.latents_in)
     features = None
     if flow_lm.needs_features:
@@ -122,7 +125,10 @@ def teacher_forcing(flow_lm: FlowLM, batch: Batch) -> tuple[torch.Tensor, torch.
             features = torch.cat([features, batch.log_speed[..., None]], dim=-1)
     text = flow_lm.embed_text(batch.tokens, features)
     x = torch.where(batch.is_text[..., None], text, flow_lm.input_linear(latents))
-    hidden = flow_lm.out_norm(flow_lm.transformer(x, batch.positions, NoCache()))
+    hidden = flow_lm.out_norm(flow_lm.transformer(x, batch.positions,
+                                                  NoCache() if kv is None else kv))
+    if kv is not None:
+        kv.commit()
     if flow_lm.z_proj is not None:
         hidden = flow_lm.z_proj(hidden)
     return hidden, flow_lm.out_eos(hidden)[..., 0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import torch
 from polyvox.models.joe_ar.network import (
     PointerHead,
     build_student,
+    id_features,
     load_student,
     pointer_context,
     pointer_step,
@@ -209,6 +211,79 @@ def test_states_are_the_student_forced_through_each_utterance(
     for utterance in utterances:
         assert int(patterns[first]) & 1
         first += -(-len(utterance.latents) // config.frames_per_step)
+
+
+def _forced_after_tail(flow_lm, config, before, utterance, keep: int) -> torch.Tensor:
+    """Plainly, as the engine's `audio` chaining holds a context: `before` spoken (its
+    ids prefilled, its teacher frames read back) into a KV store, all but its last `keep`
+    positions dropped, then `utterance` prefilled and forced step by step. Its states."""
+    from polyvox.models.layers.attention import ContiguousKV
+    from polyvox.train.batches import group_frames
+
+    backbone = config.flow_lm.transformer
+    kv = ContiguousKV(backbone.num_layers, backbone.kv_heads, backbone.head_dim,
+                      torch.float32, torch.device("cpu"), capacity=1024)
+    group = config.frames_per_step
+    states = []
+    for index, clause in enumerate((before, utterance)):
+        features = id_features(clause.latents, clause.durations).float()
+        ids = clause.ids
+        flow_lm.prefill(flow_lm.embed_text(ids, features)[None], kv.next_positions(len(ids)), kv)
+        kv.commit()
+        steps = (group_frames(clause.latents, group).float() - flow_lm.emb_mean) / flow_lm.emb_std
+        inputs = torch.cat([torch.full((1, steps.shape[1]), float("nan")), steps])
+        if index == 1:
+            inputs = inputs[:-1]  # the last step's input predicts only the end
+        for latent in inputs:
+            hidden, _ = flow_lm.step_hidden(latent[None], kv.next_positions(1)[:, 0], kv)
+            kv.commit()
+            states.append(hidden[0])
+        if index == 0:
+            kv.drop_before(kv.start + kv.length - keep)  # its text and head dropped
+            states.clear()
+    return torch.stack(states)
+
+
+def test_chained_states_are_the_students_after_another_clauses_audio_tail(
+        teacher_data: Path, feature_export: Path) -> None:
+    config, flow_lm = load_student(feature_export.parent / "config.yaml", feature_export)
+    before, utterance = read_data(teacher_data)[:2]
+    group = config.frames_per_step
+    keep = 5
+    with torch.no_grad():
+        chained, patterns, _ = pointer_training.collect(
+            flow_lm, [utterance, before], group, prefixes=[(before, keep), None])
+        fresh, fresh_patterns, _ = pointer_training.collect(flow_lm, [utterance, before], group)
+        reference = _forced_after_tail(flow_lm, config, before, utterance, keep)
+    torch.testing.assert_close(patterns, fresh_patterns, rtol=0, atol=0)
+    steps = len(reference)
+    torch.testing.assert_close(chained[:steps].float(), reference, rtol=0, atol=2e-2)
+    # the tail changed the states it was meant to; the unchained row is as fresh
+    assert (chained[:steps].float() - fresh[:steps].float()).abs().max() > 0.1
+    torch.testing.assert_close(chained[steps:], fresh[steps:], rtol=0, atol=2e-3)
+
+
+def test_chained_prefixes_keep_only_audio_and_prefer_the_sentence_before() -> None:
+    from polyvox.train.teacher_data import Utterance
+
+    def utterance(frames: int, part: int) -> Utterance:
+        return Utterance(torch.zeros(5, dtype=torch.long), torch.tensor([frames, 0, 0, 0, 0]),
+                         torch.zeros(frames, 2), "text", part=part)
+
+    everything = [utterance(40, 0), utterance(36, 1), utterance(8, 0), utterance(600, 0)]
+    order = [1, 2, 0, 3] * 50
+    prefixes = pointer_training.chained_prefixes(everything, order, 0.5, 128, 4,
+                                                 random.Random(0))
+    chained = [(index, prefix) for index, prefix in zip(order, prefixes) if prefix]
+    assert 0.35 < len(chained) / len(order) < 0.65
+    for index, (clause, keep) in chained:
+        if index == 1:
+            assert clause is everything[0]  # the paragraph's sentence before it
+        steps = -(-len(clause.latents) // 4) + 1
+        assert 1 <= keep <= min(steps, 128)  # never the clause's text
+    assert max(keep for _, (clause, keep) in chained if clause is everything[3]) > 64
+    assert pointer_training.chained_prefixes(everything, order, 0.0, 128, 4,
+                                             random.Random(0)) == [None] * len(order)
 
 
 def test_a_pointer_student_speaks_the_teachers_encodings_in_order(
