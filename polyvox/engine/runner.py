@@ -23,7 +23,7 @@ from polyvox.models.layers.paged_attention import (
     packed_segments,
     pad_rows,
 )
-from polyvox.request import Request
+from polyvox.request import Clause, Request
 
 
 class PrefillItem(NamedTuple):
@@ -109,6 +109,9 @@ class Runner:
         self.device = cache.k.device
         self._workspace: tuple[torch.Tensor, torch.Tensor] | None = None
         self.decode_calls = 0  # decoder calls made by the last `decode`
+        # the last step's clauses and their padded features (_clauses)
+        self._clause_batch: tuple[tuple[Clause | None, ...],
+                                  tuple[torch.Tensor, torch.Tensor]] | None = None
         # NOTE: built (or loaded from torch's extension cache) here, at load time, not in
         # a request's first step; None keeps the gather + SDPA path.
         self.decode_kernel = (paged_decode_attention() if family.traits.is_autoregressive
@@ -251,22 +254,29 @@ class Runner:
             )
         positions = self._long([item.position for item in batch])
         if clauses is not None:
-            clauses = (to_device(clauses[0], self.device), to_device(clauses[1], self.device))
             return self.family.step_batch(latents, positions, kv, to_device(noise, self.device),
                                           sampler_steps, clauses=clauses)
         return self.family.step_batch(latents, positions, kv, to_device(noise, self.device),
                                       sampler_steps)
 
-    @staticmethod
-    def _clauses(requests: list[Request]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each row's clause features, padded (host): ([B, N, F], counts [B])."""
+    def _clauses(self, requests: list[Request]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's clause features, padded, on the device: ([B, N, F], counts [B]).
+        Padded and copied once per batch of clauses: the rows of a step change clause far
+        less often than they step (the same clauses in the same order reuse the last)."""
+        clauses = tuple(request.clause for request in requests)
+        if self._clause_batch is not None and len(self._clause_batch[0]) == len(clauses) \
+                and all(a is b for a, b in zip(self._clause_batch[0], clauses)):
+            return self._clause_batch[1]
         features = []
-        for request in requests:
-            assert request.clause is not None and request.clause.features is not None, \
+        for clause in clauses:
+            assert clause is not None and clause.features is not None, \
                 "this family steps with its clause's features: plan_clause gives them"
-            features.append(request.clause.features)
+            features.append(clause.features)
         counts = torch.tensor([len(f) for f in features])
-        return torch.nn.utils.rnn.pad_sequence(features, batch_first=True), counts
+        padded = (to_device(torch.nn.utils.rnn.pad_sequence(features, batch_first=True),
+                            self.device), to_device(counts, self.device))
+        self._clause_batch = (clauses, padded)
+        return padded
 
     @torch.no_grad()
     def decode(self, items: list[DecodeItem],
