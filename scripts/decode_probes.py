@@ -32,6 +32,7 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -157,7 +158,7 @@ def retime(frames: torch.Tensor, speed: float) -> torch.Tensor:
     change[1:] = (frames[1:] != frames[:-1]).any(1)
     starts = change.nonzero()[:, 0].tolist() + [len(frames)]
     out, end = [], 0
-    for run, (start, stop) in enumerate(zip(starts, starts[1:])):
+    for start, stop in itertools.pairwise(starts):
         new_stop = max(end + 1, round(stop / speed))
         out += [frames[start]] * (new_stop - end)
         end = new_stop

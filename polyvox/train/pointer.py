@@ -26,8 +26,8 @@ import argparse
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, replace
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
