@@ -141,8 +141,7 @@ class RemoteClient:
             record.status = response.status_code
             if response.status_code != 200:
                 await response.aread()
-                _record_refusal(record, _retry_seconds(response.headers.get("retry-after-ms"),
-                                                       response.headers.get("retry-after")),
+                _record_refusal(record, response.headers.get("retry-after"),
                                 _error_message(response))
                 return
             record.sample_rate = int(response.headers.get("x-sample-rate",
@@ -184,18 +183,8 @@ class RemoteClient:
                     error = event["error"]
                     record.status = WS_REFUSAL_STATUS.get(
                         error.get("code"), 500 if error.get("type") == "server_error" else 400)
-                    _record_refusal(record, _retry_seconds(event.get("retry_after_ms"),
-                                                           event.get("retry_after")),
-                                    error.get("message"))
+                    _record_refusal(record, event.get("retry_after"), error.get("message"))
                     return
-
-
-def _retry_seconds(milliseconds: Any, seconds: Any) -> float | None:
-    """When the server asked a refused client to come back: its Retry-After-Ms (the
-    precise time, as OpenAI's SDKs read it), else its Retry-After."""
-    if milliseconds is not None:
-        return float(milliseconds) / 1000
-    return None if seconds is None else float(seconds)
 
 
 def _record_refusal(record: RequestRecord, retry_after: Any, message: str | None) -> None:

@@ -71,5 +71,4 @@ class ServerError(RuntimeError):
         error = event.get("error", {})
         super().__init__(f"polyvox: {error.get('message', event)}")
         self.code = error.get("code")
-        self.retry_after = event.get("retry_after")  # whole seconds
-        self.retry_after_ms = event.get("retry_after_ms")  # when a turn is expected to free
+        self.retry_after = event.get("retry_after")

@@ -9,10 +9,7 @@ waits in a FIFO queue, so queued requests start in arrival order, unless
   - its estimated wait exceeds `max_wait_seconds`: position / limit x the mean time a
     stream holds its turn (an exponential average over finished streams; 3 s before
     any has finished),
-in which case it is refused at once with 429 and a Retry-After (whole seconds, as HTTP
-has it) and a Retry-After-Ms: when the turn it would take is expected to free up
-(`next_turn_in`), so a client that honours it (OpenAI's SDKs do) comes back as a turn
-frees instead of leaving it idle for up to a second. Before the model is
+in which case it is refused at once with 429 and a Retry-After. Before the model is
 loaded and while shutting down every request is refused with 503. A refused or queued
 request holds nothing in the engine: the engine sees a request only once it has its turn.
 
@@ -36,24 +33,18 @@ from dataclasses import dataclass, field
 SERVICE_AVERAGING = 0.2  # weight of the newest finished stream in the mean service time
 NOT_READY_RETRY_SECONDS = 5
 PRIOR_SERVICE_SECONDS = 3.0  # a turn's length before any has ended: a sentence or two
-# A stream past the mean service time is expected to end within this share of it: it is
-# near its end, not known to be (a longer text, a WebSocket that waits on its client).
-OVERDUE_SHARE = 0.25
-RETRY_MARGIN_SECONDS = 0.02  # a refused caller is told to come back this long after a turn frees
 
 
 class Rejected(Exception):
     """The request is refused; nothing was allocated for it."""
 
-    def __init__(self, status: int, reason: str, message: str, retry_after: int,
-                 retry_after_ms: int | None = None) -> None:
+    def __init__(self, status: int, reason: str, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.status, self.reason, self.message, self.retry_after = (
             status, reason, message, retry_after)
-        self.retry_after_ms = 1000 * retry_after if retry_after_ms is None else retry_after_ms
 
 
-@dataclass(eq=False)  # each ticket is its own turn (hashed by identity)
+@dataclass
 class Ticket:
     """A turn to generate; give it back with `Admission.release`."""
 
@@ -71,8 +62,7 @@ class Admission:
         self.num_running = 0
         self.mean_service_seconds: float | None = None  # None until a stream finished
         self.is_ready = False
-        self._queue: deque[asyncio.Future[Ticket]] = deque()
-        self._running: set[Ticket] = set()  # the turns held now (when each began)
+        self._queue: deque[asyncio.Future[None]] = deque()
 
     @property
     def num_queued(self) -> int:
@@ -92,45 +82,17 @@ class Admission:
         return max(0, self.current_limit - self.num_running - len(self._queue))
 
     def estimated_wait(self, position: int) -> float:
-        """Seconds the `position`-th queued request (1 = next) waits for its turn, on
-        average over where the running streams stand: position / limit x S, S the mean
-        service time (the queueing rule)."""
-        return position / self.current_limit * self._service_seconds()
-
-    def next_turn_in(self, position: int, now: float | None = None) -> float:
-        """Seconds until the turn of the `position`-th in line (1 = next) frees up, from
-        where the running streams stand. Each is expected to end S after its turn began
-        (one already past S: within OVERDUE_SHARE x S); a turn free under the limit is
-        free now; streams over the limit (it fell) end without passing their turn on.
-        The line takes the `limit` lanes' turns in the order they free up, each new turn
-        held for S: the p-th starts at the ((p - 1) mod lanes)-th lane's end plus S for
-        every round before it."""
-        service = self._service_seconds()
-        now = time.monotonic() if now is None else now
-        ends = sorted(max(OVERDUE_SHARE * service, ticket.admitted_at + service - now)
-                      for ticket in self._running)
-        lanes = self.current_limit
-        ends = [0.0] * max(0, lanes - len(ends)) + ends[max(0, len(ends) - lanes):]
-        rounds, lane = divmod(position - 1, lanes)
-        return ends[lane] + rounds * service
-
-    def _service_seconds(self) -> float:
+        """Seconds until the `position`-th queued request (1 = next) gets its turn."""
         service = self.mean_service_seconds
-        return PRIOR_SERVICE_SECONDS if service is None else service
+        if service is None:  # no stream finished yet
+            service = PRIOR_SERVICE_SECONDS
+        return position / self.current_limit * service
 
     def retry_after(self) -> int:
         """Seconds until a request would likely be let in: until a turn frees up, or until
         the queue has drained below the wait limit."""
         excess = self.estimated_wait(self.num_queued + 1) - self.max_wait_seconds
         return max(1, math.ceil(max(excess, self.estimated_wait(1))))
-
-    def retry_after_ms(self) -> int:
-        """Milliseconds until the turn a request arriving now would wait for frees up
-        (next_turn_in), a little after it: come back then and find it free."""
-        return round(1000 * (self.next_turn_in(self.num_queued + 1) + RETRY_MARGIN_SECONDS))
-
-    def _refused(self, reason: str, message: str) -> Rejected:
-        return Rejected(429, reason, message, self.retry_after(), self.retry_after_ms())
 
     def check(self) -> None:
         """Raise Rejected when a request arriving now would be refused."""
@@ -140,37 +102,32 @@ class Admission:
         if self._has_room():
             return
         if len(self._queue) >= self.max_queued:
-            raise self._refused("queue_full", f"too many requests: {self.num_running} "
-                                f"streams running and {len(self._queue)} queued (the "
-                                "limit); retry later")
+            raise Rejected(429, "queue_full", f"too many requests: {self.num_running} streams "
+                           f"running and {len(self._queue)} queued (the limit); retry later",
+                           self.retry_after())
         wait = self.estimated_wait(len(self._queue) + 1)
         if wait > self.max_wait_seconds:
-            raise self._refused("wait_too_long", f"too many requests: the estimated wait "
-                                f"is {wait:.1f} s, over the {self.max_wait_seconds:g} s "
-                                "limit; retry later")
+            raise Rejected(429, "wait_too_long", f"too many requests: the estimated wait is "
+                           f"{wait:.1f} s, over the {self.max_wait_seconds:g} s limit; retry "
+                           "later", self.retry_after())
 
     async def acquire(self) -> Ticket:
         """Wait for a turn (FIFO); raises Rejected at once when refused."""
         self.check()
         if self._has_room():
             self.num_running += 1
-            return self._hold(Ticket())
-        turn: asyncio.Future[Ticket] = asyncio.get_running_loop().create_future()
+            return Ticket()
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append(turn)
         try:
-            return await turn
+            await turn
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():
-                # the turn was handed to us as we gave up: pass it on
-                self._running.discard(turn.result())
-                self._give_back()
+                self._give_back()  # the turn was handed to us as we gave up: pass it on
             else:
                 self._queue.remove(turn)
             raise
-
-    def _hold(self, ticket: Ticket) -> Ticket:
-        self._running.add(ticket)
-        return ticket
+        return Ticket()
 
     def release(self, ticket: Ticket, record_service: bool = True) -> None:
         """Give a turn back (idempotent). `record_service`: count how long it was held in
@@ -178,7 +135,6 @@ class Admission:
         if ticket.is_released:
             return
         ticket.is_released = True
-        self._running.discard(ticket)
         if record_service:
             held = time.monotonic() - ticket.admitted_at
             mean = self.mean_service_seconds
@@ -214,4 +170,4 @@ class Admission:
             turn = self._queue.popleft()
             if not turn.done():
                 self.num_running += 1
-                turn.set_result(self._hold(Ticket()))
+                turn.set_result(None)

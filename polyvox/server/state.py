@@ -51,8 +51,7 @@ class ServerState:
         except Rejected as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
             raise APIError(rejected.status, rejected.message, code=rejected.reason,
-                           headers={"Retry-After": str(rejected.retry_after),
-                                    "Retry-After-Ms": str(rejected.retry_after_ms)}) from None
+                           headers={"Retry-After": str(rejected.retry_after)}) from None
 
     def params(self, seed: int, temperature: float | None, speed: float) -> Any:
         try:

@@ -52,16 +52,12 @@ def test_estimated_wait_over_the_limit_is_refused() -> None:
         admission.is_ready = True
         tickets = [await admission.acquire(), await admission.acquire()]
         admission.mean_service_seconds = 8.0  # the 1st queued waits ~4 s, the 2nd ~8 s
-        now = time.monotonic()
-        tickets[0].admitted_at, tickets[1].admitted_at = now - 6, now - 1  # end in 2 and 7 s
         first = asyncio.create_task(admission.acquire())
         await asyncio.sleep(0)
         with pytest.raises(Rejected) as refused:
             await admission.acquire()
         assert refused.value.reason == "wait_too_long"
         assert refused.value.retry_after == 4  # until the wait drops under the limit
-        # the precise time: the second turn to free up (the first is the queued one's)
-        assert refused.value.retry_after_ms == pytest.approx(7020, abs=30)
         assert "estimated wait is 8.0 s" in refused.value.message
         for ticket in tickets:
             admission.release(ticket, record_service=False)
@@ -69,36 +65,6 @@ def test_estimated_wait_over_the_limit_is_refused() -> None:
         assert admission.num_running == 0
 
     asyncio.run(run())
-
-
-def _holding(admission: Admission, began: list[float], now: float) -> None:
-    """Hand out turns that began the given seconds before `now`."""
-    admission.is_ready = True
-    for seconds in began:
-        ticket = asyncio.run(admission.acquire())
-        ticket.admitted_at = now - seconds
-
-
-@pytest.mark.parametrize(("began", "limit", "service", "waits"), [
-    # two lanes ending in 1 and 3 s; later waiters hold their turn S = 4 s each
-    ([3.0, 1.0], 2, 4.0, [1.0, 3.0, 5.0, 7.0, 9.0]),
-    # a stream past S is expected to end within a quarter of it
-    ([10.0, 1.0], 2, 4.0, [1.0, 3.0, 5.0]),
-    # the limit fell to 1: the first stream to end passes no turn on
-    ([3.0, 1.0], 1, 4.0, [3.0, 7.0, 11.0]),
-    # a lane under the limit is free now (e.g. while listeners are behind)
-    ([1.0], 2, 4.0, [0.0, 3.0, 4.0]),
-    # no stream has finished yet: the prior service time, 3 s
-    ([1.0, 0.0], 2, None, [2.0, 3.0, 5.0]),
-])
-def test_the_next_turns_are_predicted_from_where_the_running_streams_stand(
-        began: list[float], limit: int, service: float | None, waits: list[float]) -> None:
-    admission = Admission(max_running=3, max_queued=10, max_wait_seconds=1)
-    now = time.monotonic()
-    _holding(admission, began, now)
-    admission.limit, admission.mean_service_seconds = limit, service
-    assert [admission.next_turn_in(p, now) for p in range(1, len(waits) + 1)] == \
-        pytest.approx(waits)
 
 
 def test_a_waiter_that_gives_up_leaves_no_trace() -> None:
@@ -193,9 +159,6 @@ async def _overload(server: Server) -> None:
             refused = await client.post(url, json=_speech("One too many."))
             assert refused.status_code == 429
             assert int(refused.headers["retry-after"]) >= 1
-            # the precise time: the running turn's end (it began just now, the prior mean
-            # service time is 3 s), then the two queued requests' turns of 3 s each
-            assert 7000 < int(refused.headers["retry-after-ms"]) < 9100
             error = refused.json()["error"]
             assert error["type"] == "rate_limit_error" and error["code"] == "queue_full"
             assert "2 queued" in error["message"]
@@ -338,8 +301,7 @@ def test_a_burst_beyond_the_predicted_capacity_is_refused_fast_and_the_admitted_
         assert len(accepted) + len(refused) == len(records)
         # Refusals cost nothing and come at once (generous: CI machines are slow).
         assert max(r.finished - r.sent for r in refused) < 1.0
-        # the bench reads Retry-After-Ms: when a turn frees up, under a second here
-        assert all(r.retry_after and 0 < r.retry_after < 5 for r in refused)
+        assert all(r.retry_after and r.retry_after >= 1 for r in refused)
         for record in accepted:
             # NOTE: no gap over the bench's underrun threshold (100 ms) allowed: the tiny
             # model makes audio ~30x faster than real time even with 2 streams.
