@@ -15,9 +15,10 @@ Steps, each resumable: (1) run the frozen export over the data by teacher forcin
 keep each step's state and pattern (RUN/states.pt, the first tenth of the shuffled
 utterances held out; with `--chain P`, a share P of the utterances is forced after the
 tail of another clause's generated steps, its text dropped, as the engine's `audio`
-chaining holds it: the sentence before it in its paragraph where it has one); (2) train the head, a checkpoint after every epoch
-(RUN/checkpoint.pt, RUN/log.jsonl); (3) write RUN/export: the export's tensors plus the
-head, its config with `pointer_width`. The backbone, flow head and EOS head are unchanged.
+chaining holds it: the sentence before it in its paragraph where it has one); (2) train
+the head, a checkpoint after every epoch (RUN/checkpoint.pt, RUN/log.jsonl); (3) write
+RUN/export: the export's tensors plus the head, its config with `pointer_width`. The
+backbone, flow head and EOS head are unchanged.
 """
 
 from __future__ import annotations
@@ -80,24 +81,27 @@ def collect(flow_lm: torch.nn.Module, utterances: list[Utterance], frames_per_st
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Teacher forcing over the utterances (clean inputs: what a pointer student reads
     back), each in a fresh context or after prefixes[i] (the last `keep` positions of
-    another clause spoken before it: _after_tail): each step's state [M, d] (float16), pattern [M], and the
-    pointer's context where the teacher's pointer stands [M, 2C + G + 1] (float16)."""
+    another clause spoken before it: _after_tail): each step's state [M, d] (float16),
+    pattern [M], and the pointer's context where the teacher's pointer stands [M, 2C + G + 1] (float16)."""
     stats = LatentStats(flow_lm.emb_mean.detach(), flow_lm.emb_std.detach())
+    prefixes = prefixes or [None] * len(utterances)
     states, patterns, contexts = [], [], []
     with torch.no_grad():
         for start in range(0, len(utterances), batch_size):
             chunk = utterances[start: start + batch_size]
             examples = make_examples(chunk, frames_per_step)
-            before = list(prefixes[start: start + batch_size]) if prefixes else []
-            before += [None] * (len(chunk) - len(before))
-            batch = fresh_batch(examples, stats)
-            hidden, _ = teacher_forcing(flow_lm, batch)
-            for row, (example, prefix) in enumerate(zip(examples, before)):
-                if prefix is None:
-                    states.append(hidden[row][batch.has_target[row]].half())
-                else:
-                    states.append(_after_tail(flow_lm, example, *prefix, stats,
-                                              frames_per_step).half())
+            before = prefixes[start: start + batch_size]
+            # the fresh rows in one batch; each chained row after its own clause
+            fresh = [example for example, prefix in zip(examples, before) if prefix is None]
+            if fresh:
+                batch = fresh_batch(fresh, stats)
+                hidden, _ = teacher_forcing(flow_lm, batch)
+                forced = iter(hidden[batch.has_target].split(
+                    batch.has_target.sum(1).tolist()))
+            for example, prefix in zip(examples, before):
+                row = next(forced) if prefix is None else \
+                    _after_tail(flow_lm, example, *prefix, stats, frames_per_step)
+                states.append(row.half())
             for utterance, example in zip(chunk, examples):
                 steps = len(example.latents)
                 patterns.append(step_patterns(utterance.durations, steps, frames_per_step))
@@ -117,7 +121,7 @@ def _after_tail(flow_lm: torch.nn.Module, example: Example, clause: Utterance, k
     the example forced after them."""
     transformer = flow_lm.transformer
     kv = ContiguousKV(transformer.num_layers, transformer.kv_heads, transformer.head_dim,
-                      torch.float32, torch.device("cpu"), capacity=1024)
+                      torch.float32, torch.device("cpu"))
     (spoken,) = make_examples([clause], frames_per_step)
     teacher_forcing(flow_lm, fresh_batch([spoken], stats), kv)
     kv.drop_before(kv.start + kv.length - keep)
