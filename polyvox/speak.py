@@ -40,14 +40,17 @@ class Speaker:
     @classmethod
     def load(cls, model: str = DEFAULT_MODEL, weights: str | None = None,
              tokenizer: str | None = None, device: str = "cpu", precision: str = "float32",
-             seed: int = 0, chaining: str | None = None, repeatable: bool = False) -> Speaker:
+             seed: int = 0, chaining: str | None = None, repeatable: bool = False,
+             context_window: int | None = None) -> Speaker:
         """`seed` seeds random weights (models without a checkpoint), as in `polyvox serve`;
-        `chaining`: the engine's (EngineConfig.chaining; None: the family's preference).
+        `chaining`, `context_window`: the engine's (EngineConfig; None: the family's
+        preference).
         `repeatable`: the engine plans on a step clock (Engine.run_on_a_step_clock), so the
         same text, seed and settings give the same samples on every run, however busy the
         machine (the eval judge's choice; the audio differs from the wall-clock engine's
         only at float rounding)."""
-        config = EngineConfig(**device_settings(device, "auto", "auto"), chaining=chaining)
+        config = EngineConfig(**device_settings(device, "auto", "auto"), chaining=chaining,
+                              context_window=context_window)
         speaker = cls(load_served(model, weights=weights, tokenizer=tokenizer, config=config,
                                   device=device, seed=seed, precision=precision))
         if repeatable:

@@ -22,7 +22,9 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
   temperature T (shipped: 1, 2, 0.2);
 - warp: a pointer student speaks at speed 1 and its frames are retimed to `--speed`
   after the fact, each id's run of frames scaled by 1 / speed (at least one frame), as
-  the teacher scales its durations;
+  the teacher scales its durations; warpA: a run of d frames gets c x d^A frames, c
+  chosen so that the clause still lasts 1 / speed of its length (A < 1: long runs,
+  vowels and pauses, give up more than short ones, consonants);
 - wsola: the student speaks at speed 1 and its audio is time-compressed to `--speed`,
   pitch kept (scripts/fast_speech_ceiling.py's WSOLA);
 - a pointer student (`--weights` of `polyvox train pointer`'s export) under "off": its
@@ -67,12 +69,14 @@ class Way:
 
 
 def parse_way(text: str) -> Way:
-    if text in ("off", "warp", "wsola"):
+    if text in ("off", "wsola"):
         return Way(text)
+    if text == "warp":
+        return Way(text, 1.0)
     if sampler := re.fullmatch(r"steps(\d+)-draws(\d+)-temp([\d.]+)", text):
         return Way("sampler", steps=int(sampler[1]), draws=int(sampler[2]),
                    temperature=float(sampler[3]))
-    if named := re.fullmatch(r"(snap|soft|noise|teacher)([\d.]+)", text):
+    if named := re.fullmatch(r"(snap|soft|noise|teacher|warp)([\d.]+)", text):
         return Way(named[1], float(named[2]))
     raise argparse.ArgumentTypeError(f"unknown way {text!r} (see the module docstring)")
 
@@ -148,18 +152,22 @@ def student_clause(family: StudentFamily, ids: list[int], way: Way,
         frames = frames + torch.randn(frames.shape, generator=generator) \
             * clause.sigmas[nearest] * way.amount
     if way.kind == "warp":
-        frames = retime(frames, speed)
+        frames = retime(frames, speed, way.amount)
     return frames
 
 
-def retime(frames: torch.Tensor, speed: float) -> torch.Tensor:
-    """Runs of equal frames (one per id) rescaled by 1 / speed, each kept >= 1 frame."""
+def retime(frames: torch.Tensor, speed: float, exponent: float = 1.0) -> torch.Tensor:
+    """Runs of equal frames (one per id) rescaled: a run of d frames to c x d^exponent,
+    c such that the whole lasts 1 / speed of its frames; each run kept >= 1 frame."""
     change = torch.ones(len(frames), dtype=torch.bool)
     change[1:] = (frames[1:] != frames[:-1]).any(1)
     starts = change.nonzero()[:, 0].tolist() + [len(frames)]
-    out, end = [], 0
-    for start, stop in itertools.pairwise(starts):
-        new_stop = max(end + 1, round(stop / speed))
+    lengths = [stop - start for start, stop in itertools.pairwise(starts)]
+    scale = len(frames) / speed / sum(d ** exponent for d in lengths)
+    out, end, target = [], 0, 0.0
+    for start, length in zip(starts, lengths, strict=False):
+        target += scale * length ** exponent
+        new_stop = max(end + 1, round(target))
         out += [frames[start]] * (new_stop - end)
         end = new_stop
     return torch.stack(out)

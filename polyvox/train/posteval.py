@@ -233,6 +233,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="question + spelled clause texts per template set (0: none)")
     parser.add_argument("--chainings", default="pocket,chained,audio",
                         help="the engine's chaining modes the paragraphs and probes compare")
+    parser.add_argument("--context-window", type=int,
+                        help="positions of earlier clauses a chained clause keeps (default: "
+                        "the family's)")
+    parser.add_argument("--no-codes", dest="codes", action="store_false",
+                        help="leave out the codes row (and the teacher it needs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--head-draws", type=int,
@@ -270,19 +275,21 @@ def main(argv: list[str] | None = None) -> None:
     if speeds:
         report.pace = judge_pace(speaker, transcriber, read[: args.limit], speeds, args.seed)
     groups = paragraphs(read, args.paragraphs, PARAGRAPH_SEED)
-    modes = {mode: load(chaining=mode) for mode in chainings}
+    modes = {mode: load(chaining=mode, context_window=args.context_window)
+             for mode in chainings}
     report.chains = judge_chains(modes, transcriber, groups, args.seed)
     if args.probes:
         report.probes = judge_probe(modes, transcriber, spelled_probe(args.probes), args.seed)
         report.unseen_probes = judge_probe(
             modes, transcriber, spelled_probe(args.probes, UNSEEN_TEMPLATES), args.seed)
     del modes
-    codes = [item for item in load_items(args.split, "service")
+    codes = [] if not args.codes else [item for item in load_items(args.split, "service")
              if {"code", "phone"} & set(item.categories)]
-    teacher = Speaker.load("piper/joe", repeatable=True)
-    report.codes_wer, report.loops = judge_codes(speaker, teacher, transcriber, codes,
-                                                 args.seed)
-    report.codes = len(codes)
+    if codes:
+        teacher = Speaker.load("piper/joe", repeatable=True)
+        report.codes_wer, report.loops = judge_codes(speaker, teacher, transcriber, codes,
+                                                     args.seed)
+        report.codes = len(codes)
     print(format_report(report))
     if args.json_path:
         args.json_path.write_text(json.dumps(asdict(report), indent=2) + "\n")
