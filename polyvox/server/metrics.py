@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from polyvox.server.admission import Admission
 
+QUEUE_WAIT_BUCKETS = (0.001, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 TTFA_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 RTF_BUCKETS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
 
@@ -33,6 +34,9 @@ class Metrics:
         self.streams = Counter("polyvox_streams", "Streams by how they ended (completed, "
                                "disconnected, failed, cancelled)", ["endpoint", "outcome"],
                                registry=registry)
+        self.queue_wait = Histogram("polyvox_queue_wait_seconds", "Time an admitted request "
+                                    "waited for its turn (0 when one was free)",
+                                    buckets=QUEUE_WAIT_BUCKETS, registry=registry)
         self.rejected = Counter("polyvox_rejected", "Requests refused by admission control",
                                 ["reason"], registry=registry)
         self.bad_requests = Counter("polyvox_bad_requests", "Requests refused as invalid",

@@ -46,12 +46,15 @@ class ServerState:
 
     async def admit(self) -> Ticket:
         """A turn to generate, or APIError 429/503 with Retry-After."""
+        asked = time.monotonic()
         try:
-            return await self.admission.acquire()
+            ticket = await self.admission.acquire()
         except Rejected as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
             raise APIError(rejected.status, rejected.message, code=rejected.reason,
                            headers={"Retry-After": str(rejected.retry_after)}) from None
+        self.metrics.queue_wait.observe(time.monotonic() - asked)
+        return ticket
 
     def params(self, seed: int, temperature: float | None, speed: float) -> Any:
         try:
