@@ -4,7 +4,7 @@
 # capacity, run one learning round at 3x, then ROUNDS rounds of `polyvox bench --url
 # --overload` at each factor in FACTORS (every run starts all its callers at once: a step
 # from idle to FACTOR x capacity), and print the medians over rounds. Results (one JSON per
-# run, the server's log, summary.json) go under OUT_DIR.
+# run, the server's log, its final /metrics, summary.json) go under OUT_DIR.
 #
 #   scripts/overload_runs.sh OUT_DIR ROUNDS FACTORS SECONDS [serve options...]
 #   e.g. scripts/overload_runs.sh /tmp/ov 3 1,3,10 20 --model piper/joe
@@ -77,6 +77,8 @@ if [ -n "${OPEN_RATES:-}" ]; then
   done
 fi
 echo "== final: $(ready)"
+$PY -c "import urllib.request as u; print(u.urlopen('$URL/metrics', timeout=5).read().decode())" \
+  >"$OUT/metrics.txt" 2>/dev/null || true  # the server's own counts (queue waits, TTFA)
 
 $PY - "$OUT" "$CAPACITY" <<'EOF' | tee "$OUT/summary.txt"
 import glob, json, os, statistics, sys

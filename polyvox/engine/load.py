@@ -221,6 +221,21 @@ class LoadModel:
         slope = (count * sxy - sx * sy) / spread
         return (sy - slope * sx) / count, slope
 
+    def ttfa_target(self, idle: float) -> float:
+        """The first audio a new stream should hear within, given an idle engine's."""
+        return max(TTFA_FACTOR * idle, MIN_TTFA_TARGET_SECONDS)
+
+    def wait_budget(self, num_streams: int) -> float | None:
+        """Seconds a request may wait for a turn among `num_streams` streams and still
+        hear its first audio within the TTFA target: it starts as one of them ends, with
+        the other `num_streams - 1` running. None while the TTFA line is unknown."""
+        line = self.ttfa_line()
+        if line is None:
+            return None
+        idle, per_stream_ahead = line
+        predicted = idle + max(0.0, per_stream_ahead) * max(0, num_streams - 1)
+        return max(0.0, self.ttfa_target(idle) - predicted)
+
     def _ttfa_fit_capacity(self) -> int | None:
         """Most streams at which a new one's first audio still comes within TTFA_FACTOR
         times an idle engine's (or MIN_TTFA_TARGET_SECONDS); None when the recent
@@ -229,7 +244,7 @@ class LoadModel:
         if line is None or line[1] <= 0:
             return None
         idle, per_stream_ahead = line
-        target = max(TTFA_FACTOR * idle, MIN_TTFA_TARGET_SECONDS)
+        target = self.ttfa_target(idle)
         return math.floor(max(0.0, target - idle) / per_stream_ahead + 1e-9) + 1
 
     def capacity(self) -> int:

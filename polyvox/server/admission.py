@@ -6,9 +6,11 @@ the engine's load model: polyvox/engine/load.py) and a reactive limit. A request
 finds a free turn, nobody waiting and no listener behind starts at once. Otherwise it
 waits in a FIFO queue, so queued requests start in arrival order, unless
   - the queue already holds `max_queued` requests, or
-  - its estimated wait exceeds `max_wait_seconds`: position / limit x the mean time a
-    stream holds its turn (an exponential average over finished streams; 3 s before
-    any has finished),
+  - its estimated wait exceeds `max_wait_seconds`, or the wait the engine's TTFA line
+    leaves it (`wait_budget`: the TTFA target less the first audio predicted once its
+    turn comes, so a queued caller still hears audio in time): position / limit x the
+    mean time a stream holds its turn (an exponential average over finished streams;
+    3 s before any has finished),
 in which case it is refused at once with 429 and a Retry-After. Before the model is
 loaded and while shutting down every request is refused with 503. A refused or queued
 request holds nothing in the engine: the engine sees a request only once it has its turn.
@@ -59,6 +61,9 @@ class Admission:
         self.limit = max_running  # reactive: between 1 and max_running (see the module doc)
         self.pressure: Callable[[], bool] | None = None  # listeners falling behind?
         self.capacity: Callable[[], int] | None = None  # streams the engine sustains
+        # seconds a request may wait for a turn among this many streams and still hear
+        # its first audio in time (None: only max_wait_seconds bounds the wait)
+        self.wait_budget: Callable[[int], float | None] | None = None
         self.num_running = 0
         self.mean_service_seconds: float | None = None  # None until a stream finished
         self.is_ready = False
@@ -88,10 +93,16 @@ class Admission:
             service = PRIOR_SERVICE_SECONDS
         return position / self.current_limit * service
 
+    @property
+    def wait_limit(self) -> float:
+        """The longest estimated wait a request may queue for now."""
+        budget = None if self.wait_budget is None else self.wait_budget(self.current_limit)
+        return self.max_wait_seconds if budget is None else min(self.max_wait_seconds, budget)
+
     def retry_after(self) -> int:
         """Seconds until a request would likely be let in: until a turn frees up, or until
         the queue has drained below the wait limit."""
-        excess = self.estimated_wait(self.num_queued + 1) - self.max_wait_seconds
+        excess = self.estimated_wait(self.num_queued + 1) - self.wait_limit
         return max(1, math.ceil(max(excess, self.estimated_wait(1))))
 
     def check(self) -> None:
@@ -105,11 +116,11 @@ class Admission:
             raise Rejected(429, "queue_full", f"too many requests: {self.num_running} streams "
                            f"running and {len(self._queue)} queued (the limit); retry later",
                            self.retry_after())
-        wait = self.estimated_wait(len(self._queue) + 1)
-        if wait > self.max_wait_seconds:
+        wait, limit = self.estimated_wait(len(self._queue) + 1), self.wait_limit
+        if wait > limit:
             raise Rejected(429, "wait_too_long", f"too many requests: the estimated wait is "
-                           f"{wait:.1f} s, over the {self.max_wait_seconds:g} s limit; retry "
-                           "later", self.retry_after())
+                           f"{wait:.2f} s, over the {limit:.2f} s limit; retry later",
+                           self.retry_after())
 
     async def acquire(self) -> Ticket:
         """Wait for a turn (FIFO); raises Rejected at once when refused."""

@@ -127,6 +127,7 @@ async def load_engine(state: ServerState) -> Served:
     state.admission.pressure = lambda: served.engine.num_behind > 0
     if config.calibrate_seconds > 0:  # else: admission by the reactive limit alone
         state.admission.capacity = lambda: served.engine.load.capacity()
+        state.admission.wait_budget = served.engine.load.wait_budget
     state.voices = VoiceStore(served, config.data_dir, config.max_voice_seconds,
                               config.min_voice_seconds)
     with state.startup.measure("voices"):

@@ -130,6 +130,24 @@ def test_new_callers_first_audio_caps_the_streams() -> None:
     assert model.capacity() == 4
 
 
+def test_the_wait_budget_is_what_the_ttfa_target_leaves_a_queued_caller() -> None:
+    """TTFA = 0.1 s + 0.05 s per stream ahead, target 0.25 s (over 2x idle): a caller
+    queued among N streams starts with N - 1 running, so it may wait 0.25 - 0.1 - 0.05
+    (N - 1) s; nothing at or past the TTFA cap; no budget before the line is known."""
+    model = LoadModel()
+    assert model.wait_budget(3) is None
+    for _ in range(20):
+        for ahead in range(8):
+            model.observe_first_audio(ahead, 0.1 + 0.05 * ahead)
+    for streams, budget in ((1, 0.15), (2, 0.10), (3, 0.05), (4, 0.0), (6, 0.0)):
+        assert model.wait_budget(streams) == pytest.approx(budget, abs=1e-9), streams
+    slow = LoadModel()  # idle 0.4 s: the target is 2x idle, 0.8 s
+    for _ in range(20):
+        for ahead in range(4):
+            slow.observe_first_audio(ahead, 0.4 + 0.1 * ahead)
+    assert slow.wait_budget(2) == pytest.approx(0.8 - 0.5)
+
+
 def test_after_a_fall_behind_one_more_stream_is_tried_only_after_long_keeping_up() -> None:
     model = LoadModel()
     _feed_ar(model, 0.01, 0.004, [1, 2, 3, 4, 5, 6])

@@ -58,10 +58,45 @@ def test_estimated_wait_over_the_limit_is_refused() -> None:
             await admission.acquire()
         assert refused.value.reason == "wait_too_long"
         assert refused.value.retry_after == 4  # until the wait drops under the limit
-        assert "estimated wait is 8.0 s" in refused.value.message
+        assert "estimated wait is 8.00 s" in refused.value.message
         for ticket in tickets:
             admission.release(ticket, record_service=False)
         admission.release(await first, record_service=False)
+        assert admission.num_running == 0
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(("budget", "service", "queued"), [
+    (None, 0.4, True),   # no TTFA line yet: max_wait_seconds (0.25 s) alone; waits 0.2 s
+    (0.3, 0.4, True),    # a wait of 0.2 s leaves the first audio in time
+    (0.1, 0.4, False),   # it would not: refused at once rather than heard late
+    (0.0, 0.1, False),   # the streams running already use the whole TTFA target
+    (1.0, 0.6, False),   # the budget never raises the limit over max_wait_seconds
+])
+def test_a_caller_queues_only_while_its_first_audio_would_still_come_in_time(
+        budget: float | None, service: float, queued: bool) -> None:
+    async def run() -> None:
+        admission = Admission(max_running=2, max_queued=10, max_wait_seconds=0.25)
+        admission.is_ready = True
+        asked: list[int] = []
+        admission.wait_budget = lambda streams: asked.append(streams) or budget
+        tickets = [await admission.acquire(), await admission.acquire()]
+        admission.mean_service_seconds = service  # the first queued waits service / 2
+        if queued:
+            waiter = asyncio.create_task(admission.acquire())
+            await asyncio.sleep(0)
+            assert admission.num_queued == 1
+            admission.release(tickets.pop(), record_service=False)
+            tickets.append(await waiter)
+        else:
+            with pytest.raises(Rejected) as refused:
+                await admission.acquire()
+            assert (refused.value.status, refused.value.reason) == (429, "wait_too_long")
+            assert admission.num_queued == 0
+        assert asked and set(asked) == {2}  # asked for the streams it lets run at once
+        for ticket in tickets:
+            admission.release(ticket, record_service=False)
         assert admission.num_running == 0
 
     asyncio.run(run())
