@@ -10,7 +10,10 @@ waits in a FIFO queue, so queued requests start in arrival order, unless
     leaves it (`wait_budget`: the TTFA target less the first audio predicted once its
     turn comes, so a queued caller still hears audio in time): position / limit x the
     mean time a stream holds its turn (an exponential average over finished streams;
-    3 s before any has finished),
+    3 s before any has finished), times how much longer than so estimated the recent
+    queued requests waited (an exponential average too, from 1: a turn can come later
+    than a stream's mean says, e.g. while listeners behind hold everyone back; it fades
+    back towards 1 with a half-life of 30 s without a queued request to measure),
 in which case it is refused at once with 429 and a Retry-After. Before the model is
 loaded and while shutting down every request is refused with 503. A refused or queued
 request holds nothing in the engine: the engine sees a request only once it has its turn.
@@ -35,6 +38,9 @@ from dataclasses import dataclass, field
 SERVICE_AVERAGING = 0.2  # weight of the newest finished stream in the mean service time
 NOT_READY_RETRY_SECONDS = 5
 PRIOR_SERVICE_SECONDS = 3.0  # a turn's length before any has ended: a sentence or two
+WAIT_AVERAGING = 0.2  # weight of the newest queued request in the waits' averages
+WAIT_RATIO_BOUNDS = (0.5, 20.0)  # measured / estimated waits, as the estimates are scaled
+WAIT_RATIO_HALF_LIFE_SECONDS = 30.0  # without new waits the ratio fades back towards 1
 
 
 class Rejected(Exception):
@@ -68,6 +74,10 @@ class Admission:
         self.mean_service_seconds: float | None = None  # None until a stream finished
         self.is_ready = False
         self._queue: deque[asyncio.Future[None]] = deque()
+        # exponential averages of queued requests' estimated and measured waits (seconds)
+        self._waits: tuple[float, float] | None = None
+        self._waited_at = 0.0  # when the last queued request got its turn
+        self.clock: Callable[[], float] = time.monotonic
 
     @property
     def num_queued(self) -> int:
@@ -86,12 +96,39 @@ class Admission:
             return 0
         return max(0, self.current_limit - self.num_running - len(self._queue))
 
+    @property
+    def wait_ratio(self) -> float:
+        """How much longer than estimated from the streams' mean the recent queued
+        requests waited (1 before any has), faded towards 1 since the last one."""
+        if self._waits is None or self._waits[0] <= 0:
+            return 1.0
+        low, high = WAIT_RATIO_BOUNDS
+        ratio = min(high, max(low, self._waits[1] / self._waits[0]))
+        fade = 0.5 ** ((self.clock() - self._waited_at) / WAIT_RATIO_HALF_LIFE_SECONDS)
+        return 1.0 + (ratio - 1.0) * fade
+
     def estimated_wait(self, position: int) -> float:
         """Seconds until the `position`-th queued request (1 = next) gets its turn."""
+        return self._mean_wait(position) * self.wait_ratio
+
+    def _mean_wait(self, position: int) -> float:
+        """The wait the mean time a stream holds its turn gives (`estimated_wait` before
+        the measured correction)."""
         service = self.mean_service_seconds
         if service is None:  # no stream finished yet
             service = PRIOR_SERVICE_SECONDS
         return position / self.current_limit * service
+
+    def record_wait(self, estimated: float, measured: float) -> None:
+        """A queued request got its turn after `measured` seconds; `_mean_wait` had said
+        `estimated`."""
+        self._waited_at = self.clock()
+        if self._waits is None:
+            self._waits = (estimated, measured)
+            return
+        old_estimated, old_measured = self._waits
+        self._waits = ((1 - WAIT_AVERAGING) * old_estimated + WAIT_AVERAGING * estimated,
+                       (1 - WAIT_AVERAGING) * old_measured + WAIT_AVERAGING * measured)
 
     @property
     def wait_limit(self) -> float:
@@ -130,6 +167,7 @@ class Admission:
             return Ticket()
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append(turn)
+        estimated, queued_at = self._mean_wait(len(self._queue)), self.clock()
         try:
             await turn
         except asyncio.CancelledError:
@@ -138,6 +176,7 @@ class Admission:
             else:
                 self._queue.remove(turn)
             raise
+        self.record_wait(estimated, self.clock() - queued_at)
         return Ticket()
 
     def release(self, ticket: Ticket, record_service: bool = True) -> None:

@@ -102,6 +102,44 @@ def test_a_caller_queues_only_while_its_first_audio_would_still_come_in_time(
     asyncio.run(run())
 
 
+def test_waits_longer_than_estimated_shrink_the_queue_until_they_are_forgotten() -> None:
+    """Two streams of 0.4 s each: the first queued caller should wait ~0.2 s (under the
+    0.25 s limit), but its turn came only after 0.6 s: later estimates are scaled by
+    that, so the next such caller is refused at once. With no queued caller to measure,
+    the excess fades (half of it in 30 s) and callers queue again."""
+    async def run() -> None:
+        now = [0.0]
+        admission = Admission(max_running=2, max_queued=10, max_wait_seconds=0.25)
+        admission.is_ready, admission.clock = True, lambda: now[0]
+        tickets = [await admission.acquire(), await admission.acquire()]
+        admission.mean_service_seconds = 0.4
+        assert admission.estimated_wait(1) == pytest.approx(0.2)
+        waiter = asyncio.create_task(admission.acquire())
+        await asyncio.sleep(0)
+        now[0] += 0.6  # its turn comes three times later than estimated
+        admission.release(tickets.pop(), record_service=False)
+        tickets.append(await waiter)
+        assert admission.wait_ratio == pytest.approx(3.0)
+        assert admission.estimated_wait(1) == pytest.approx(0.6)
+        with pytest.raises(Rejected) as refused:
+            await admission.acquire()
+        assert refused.value.reason == "wait_too_long"
+        now[0] += 30.0
+        assert admission.wait_ratio == pytest.approx(2.0)  # 1 + (3 - 1) / 2
+        now[0] += 300.0
+        assert admission.wait_ratio == pytest.approx(1.0, abs=0.01)
+        waiter = asyncio.create_task(admission.acquire())  # queued again
+        await asyncio.sleep(0)
+        assert admission.num_queued == 1
+        admission.release(tickets.pop(), record_service=False)
+        tickets.append(await waiter)
+        for ticket in tickets:
+            admission.release(ticket, record_service=False)
+        assert admission.num_running == 0
+
+    asyncio.run(run())
+
+
 def test_a_waiter_that_gives_up_leaves_no_trace() -> None:
     async def run() -> None:
         admission = Admission(max_running=1, max_queued=5, max_wait_seconds=60)
