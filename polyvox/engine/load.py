@@ -24,7 +24,7 @@ only where at least `BEHIND_SHARE` of the recent windows with that many streams 
 fell behind. It also fits each new request's time to first
 audio against the streams already running (TTFA = idle + per_stream_ahead x streams), and
 predicts no more streams than keep that within `TTFA_FACTOR` times the idle TTFA (or
-`MIN_TTFA_TARGET_SECONDS`). Before there is enough to fit, and beyond
+`MIN_TTFA_TARGET_SECONDS`, an operator may set another floor: `set_ttfa_floor`). Before there is enough to fit, and beyond
 what has been seen, it is cautious: no more than one stream over the most it has seen the
 engine keep up with (`EXPLORE_SHARE` more once the fit is good). A server calibrates it
 at its first start (polyvox/engine/calibrate.py). A fitted model can be saved and
@@ -97,6 +97,9 @@ class LoadModel:
         self._ttfa = [0.0] * 5
         # the last capacity the TTFA fit told (kept while light load teaches it nothing)
         self._ttfa_capacity: int | None = None
+        # a new caller's first audio is kept within TTFA_FACTOR x an idle engine's or
+        # this, whichever is longer (set_ttfa_floor: an operator's choice)
+        self.ttfa_floor = MIN_TTFA_TARGET_SECONDS
         self.is_learning = True  # observe_step learns (calibration pauses it at times)
         self._window = _Window()
 
@@ -223,7 +226,16 @@ class LoadModel:
 
     def ttfa_target(self, idle: float) -> float:
         """The first audio a new stream should hear within, given an idle engine's."""
-        return max(TTFA_FACTOR * idle, MIN_TTFA_TARGET_SECONDS)
+        return max(TTFA_FACTOR * idle, self.ttfa_floor)
+
+    def set_ttfa_floor(self, seconds: float) -> None:
+        """Keep first audio within TTFA_FACTOR x idle or `seconds`, whichever is longer
+        (0: within TTFA_FACTOR x idle alone); the TTFA cap follows at once."""
+        if seconds < 0:
+            raise ValueError(f"the TTFA floor must be >= 0 s, got {seconds}")
+        self.ttfa_floor = seconds
+        if (by_ttfa := self._ttfa_fit_capacity()) is not None:
+            self._ttfa_capacity = by_ttfa
 
     def wait_budget(self, num_streams: int) -> float | None:
         """Seconds a request may wait for a turn among `num_streams` streams and still

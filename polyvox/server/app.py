@@ -170,6 +170,7 @@ def _load_served(config: ServerConfig, load_path: Path, startup: StartupTimes) -
                                  config.max_streams, config.calibrate_seconds)
         log.info("calibrated: the engine is predicted to sustain %d streams", capacity)
         load_file.save(served.engine.load, load_path)
+    served.engine.load.set_ttfa_floor(config.ttfa_floor_seconds)  # after calibration's
     with startup.measure("warm-up"):
         warm_up(served.engine, DEFAULT_VOICE, served.params(seed=0))
     single_threaded_openmp()

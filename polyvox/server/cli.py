@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="requests waiting for a turn; more get 429")
     limits.add_argument("--max-wait", type=float, default=0.25,
                         help="seconds: a request whose estimated wait is longer gets 429")
+    limits.add_argument("--ttfa-floor-ms", type=float, default=250.0,
+                        help="admission keeps a new caller's first audio within 2x an idle "
+                        "engine's or this, whichever is longer (0: 2x idle alone)")
     limits.add_argument("--calibrate-seconds", type=float, default=15.0,
                         help="seconds of synthetic load at a first start to learn what the "
                         "engine sustains, for admission (skipped when --data-dir holds an "
@@ -143,6 +146,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         device=args.device, precision=args.precision, seed=args.seed, data_dir=args.data_dir, api_key=args.api_key,
         max_streams=args.max_streams or args.max_running, max_queued=args.max_queued,
         max_wait_seconds=args.max_wait, calibrate_seconds=args.calibrate_seconds,
+        ttfa_floor_seconds=args.ttfa_floor_ms / 1000,
         max_input_chars=args.max_input_chars,
         max_voice_bytes=int(args.max_voice_mb * MiB), max_voice_seconds=args.max_voice_seconds,
         ws_idle_seconds=args.ws_idle_seconds, debug_state=args.debug_state,

@@ -36,6 +36,9 @@ class ServerConfig:
     # earlier start's load model in data_dir skips it); 0: no prediction, admission by the
     # reactive limit alone
     calibrate_seconds: float = 15.0
+    # a new caller's first audio is kept within 2x an idle engine's or this, whichever is
+    # longer (the load model's TTFA cap and the queue's wait budget); 0: 2x idle alone
+    ttfa_floor_seconds: float = 0.25
     # --- input limits ---
     max_input_chars: int = 4096  # one speech request (OpenAI's limit)
     max_stream_chars: int = 100_000  # one WebSocket utterance
@@ -57,6 +60,8 @@ class ServerConfig:
             raise ValueError("max_queued must be >= 0")
         if self.calibrate_seconds < 0:
             raise ValueError("calibrate_seconds must be >= 0")
+        if self.ttfa_floor_seconds < 0:
+            raise ValueError("ttfa_floor_seconds must be >= 0")
         if self.max_wait_seconds <= 0 or self.ws_idle_seconds <= 0:
             raise ValueError("max_wait_seconds and ws_idle_seconds must be > 0")
         if not 0 < self.min_voice_seconds <= self.max_voice_seconds:

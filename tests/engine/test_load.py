@@ -124,6 +124,14 @@ def test_new_callers_first_audio_caps_the_streams() -> None:
     idle, per_stream_ahead = model.ttfa_line()
     assert idle == pytest.approx(0.1) and per_stream_ahead == pytest.approx(0.05)
     assert model.capacity() == 4
+    # An operator's floor of 0: within 2x idle (0.2 s) alone, so 2 streams ahead at most.
+    model.set_ttfa_floor(0.0)
+    assert model.capacity() == 3 and model.wait_budget(3) == pytest.approx(0.0)
+    assert model.wait_budget(1) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="floor"):
+        model.set_ttfa_floor(-0.1)
+    model.set_ttfa_floor(0.25)
+    assert model.capacity() == 4
     # A light load teaches nothing about the slope (one stream at a time): the cap stays.
     for _ in range(500):
         model.observe_first_audio(0, 0.1)

@@ -21,6 +21,9 @@ def test_serve_parser_defaults_and_limits() -> None:
     assert config.engine.chaining is None  # the model's preference
     args = parser.parse_args(["serve", "--chaining", "audio"])
     assert config_from_args(args).engine.chaining == "audio"
+    assert config.ttfa_floor_seconds == 0.25  # first audio within 2x idle or 250 ms
+    args = parser.parse_args(["serve", "--ttfa-floor-ms", "0"])
+    assert config_from_args(args).ttfa_floor_seconds == 0.0  # 2x idle alone
 
 
 def test_an_unknown_chaining_is_refused_by_the_parser(capsys) -> None:
