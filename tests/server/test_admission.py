@@ -189,12 +189,14 @@ def test_excess_requests_get_429_and_the_queue_keeps_order(tmp_path) -> None:
         assert state["is_consistent"]
         metrics = httpx.get(f"{server.url}/metrics").text
         assert 'polyvox_rejected_total{reason="queue_full"} 1.0' in metrics
-        # B and D waited for their turns (while the WebSocket held it), the first did not
+        # B and D waited for their turns (the WebSocket's, then B's), the first did not
         waits = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
                  if line.startswith("polyvox_queue_wait_seconds_")}
         assert waits['polyvox_queue_wait_seconds_bucket{le="0.001"}'] >= 1
-        assert waits['polyvox_queue_wait_seconds_bucket{le="0.1"}'] <= (
-            waits["polyvox_queue_wait_seconds_count"] - 2)
+        count = waits["polyvox_queue_wait_seconds_count"]
+        assert waits['polyvox_queue_wait_seconds_bucket{le="0.01"}'] <= count - 2  # B, D
+        assert waits['polyvox_queue_wait_seconds_bucket{le="0.1"}'] <= count - 1  # B: round
+        # trips to the server while it waited
     finally:
         server.stop()
 
