@@ -21,11 +21,12 @@ fewer (trying one more after `FORGET_WINDOWS` windows that kept up, when its tim
 allows). One window behind among many that kept up with as many streams or more is a
 hiccup (a pause of the host, a burst of HTTP work), not the load: a fall behind counts
 only where at least `BEHIND_SHARE` of the recent windows with that many streams or more
-fell behind. It also fits each new request's time to first
-audio against the streams already running (TTFA = idle + per_stream_ahead x streams), and
-predicts no more streams than keep that within `TTFA_FACTOR` times the idle TTFA (or
-`MIN_TTFA_TARGET_SECONDS`, an operator may set another floor: `set_ttfa_floor`). Before there is enough to fit, and beyond
-what has been seen, it is cautious: no more than one stream over the most it has seen the
+fell behind. It also fits each new request's time to first audio against the streams
+already running (TTFA = idle + per_stream_ahead x streams), and predicts no more streams
+than keep that within `TTFA_FACTOR` times the idle TTFA (or a floor, by default
+`MIN_TTFA_TARGET_SECONDS`; an operator may set another: `set_ttfa_floor`); the same line
+tells a queued caller how long it may wait (`wait_budget`). Before there is enough to fit,
+and beyond what has been seen, it is cautious: no more than one stream over the most it has seen the
 engine keep up with (`EXPLORE_SHARE` more once the fit is good). A server calibrates it
 at its first start (polyvox/engine/calibrate.py). A fitted model can be saved and
 loaded (`state()` / `restore()`), so a restarted server starts from what it learned.
@@ -250,7 +251,7 @@ class LoadModel:
 
     def _ttfa_fit_capacity(self) -> int | None:
         """Most streams at which a new one's first audio still comes within TTFA_FACTOR
-        times an idle engine's (or MIN_TTFA_TARGET_SECONDS); None when the recent
+        times an idle engine's (or the floor); None when the recent
         requests do not tell (all at one load, or TTFA not growing with it)."""
         line = self.ttfa_line()
         if line is None or line[1] <= 0:

@@ -74,8 +74,9 @@ class Admission:
         self.mean_service_seconds: float | None = None  # None until a stream finished
         self.is_ready = False
         self._queue: deque[asyncio.Future[None]] = deque()
-        # exponential averages of queued requests' estimated and measured waits (seconds)
-        self._waits: tuple[float, float] | None = None
+        # exponential averages of queued requests' estimated and measured waits (seconds;
+        # their ratio is what counts, so starting from zero weighs the first one fully)
+        self._waits = (0.0, 0.0)
         self._waited_at = 0.0  # when the last queued request got its turn
         self.clock: Callable[[], float] = time.monotonic
 
@@ -100,7 +101,7 @@ class Admission:
     def wait_ratio(self) -> float:
         """How much longer than estimated from the streams' mean the recent queued
         requests waited (1 before any has), faded towards 1 since the last one."""
-        if self._waits is None or self._waits[0] <= 0:
+        if self._waits[0] <= 0:
             return 1.0
         low, high = WAIT_RATIO_BOUNDS
         ratio = min(high, max(low, self._waits[1] / self._waits[0]))
@@ -123,9 +124,6 @@ class Admission:
         """A queued request got its turn after `measured` seconds; `_mean_wait` had said
         `estimated`."""
         self._waited_at = self.clock()
-        if self._waits is None:
-            self._waits = (estimated, measured)
-            return
         old_estimated, old_measured = self._waits
         self._waits = ((1 - WAIT_AVERAGING) * old_estimated + WAIT_AVERAGING * estimated,
                        (1 - WAIT_AVERAGING) * old_measured + WAIT_AVERAGING * measured)

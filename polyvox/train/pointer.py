@@ -82,7 +82,8 @@ def collect(flow_lm: torch.nn.Module, utterances: list[Utterance], frames_per_st
     """Teacher forcing over the utterances (clean inputs: what a pointer student reads
     back), each in a fresh context or after prefixes[i] (the last `keep` positions of
     another clause spoken before it: _after_tail): each step's state [M, d] (float16),
-    pattern [M], and the pointer's context where the teacher's pointer stands [M, 2C + G + 1] (float16)."""
+    pattern [M], and the pointer's context where the teacher's pointer stands
+    [M, 2C + G + 1] (float16)."""
     stats = LatentStats(flow_lm.emb_mean.detach(), flow_lm.emb_std.detach())
     prefixes = prefixes or [None] * len(utterances)
     states, patterns, contexts = [], [], []
