@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import torch
 
 from polyvox.engine.kv_cache import BlockTable
+from polyvox.models.retime import Retimer
 
 
 class Status(enum.Enum):
@@ -38,10 +39,11 @@ class Clause:
     tokens: torch.Tensor  # [T] token ids
     frames_after_eos: int
     max_frames: int
-    num_frames: int = 0  # frames generated (and kept) so far
+    num_frames: int = 0  # AR steps generated (and kept) so far
     eos_frame: int | None = None  # index of the step whose EOS logit crossed the threshold
     first_frame: int = 0  # the request's frames generated before this clause
     features: torch.Tensor | None = None  # its plan's per-token features, if any
+    retimer: Retimer | None = None  # its latents retimed as they come (ClausePlan.retime)
 
 
 @dataclass

@@ -53,6 +53,7 @@ from polyvox.models.joe_ar.family import (
 from polyvox.models.joe_ar.network import id_features, ungroup_frames
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.piper.front import Scales, Sentence
+from polyvox.models.retime import Retiming, retime_latents
 from polyvox.text.clauses import split_text
 from polyvox.text.normalize import make_normalizer
 
@@ -158,19 +159,14 @@ def student_clause(family: StudentFamily, ids: list[int], way: Way,
 
 def retime(frames: torch.Tensor, speed: float, exponent: float = 1.0) -> torch.Tensor:
     """Runs of equal frames (one per id) rescaled: a run of d frames to c x d^exponent,
-    c such that the whole lasts 1 / speed of its frames; each run kept >= 1 frame."""
+    c such that this clause lasts 1 / speed of its frames (the engine's retiming uses one
+    c for every clause: polyvox.models.retime); each run kept >= 1 frame."""
     change = torch.ones(len(frames), dtype=torch.bool)
     change[1:] = (frames[1:] != frames[:-1]).any(1)
     starts = change.nonzero()[:, 0].tolist() + [len(frames)]
-    lengths = [stop - start for start, stop in itertools.pairwise(starts)]
-    scale = len(frames) / speed / sum(d ** exponent for d in lengths)
-    out, end, target = [], 0, 0.0
-    for start, length in zip(starts, lengths, strict=False):
-        target += scale * length ** exponent
-        new_stop = max(end + 1, round(target))
-        out += [frames[start]] * (new_stop - end)
-        end = new_stop
-    return torch.stack(out)
+    powered = sum((stop - start) ** exponent for start, stop in itertools.pairwise(starts))
+    scale = len(frames) / speed / powered
+    return retime_latents(frames, Retiming(scale, exponent, 1, frames.shape[1]))
 
 
 def speak(family: StudentFamily, text: str, way: Way, seed: int,

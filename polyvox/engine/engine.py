@@ -456,7 +456,8 @@ class Engine:
 
     def _advance(self, request: Request, latent: torch.Tensor, eos_logit: float) -> None:
         """Apply one step's result: keep the frame, or end the clause (pocket-tts' rule:
-        the clause ends `frames_after_eos` frames after the EOS step, or at its cap)."""
+        the clause ends `frames_after_eos` frames after the EOS step, or at its cap). A
+        retimed clause's frames go through its retimer: none, one or several come out."""
         clause = request.clause
         assert clause is not None
         index = clause.num_frames
@@ -466,8 +467,9 @@ class Engine:
         if clause.eos_frame is not None and index >= clause.eos_frame + clause.frames_after_eos:
             self._close_clause(request)
             return
-        request.pending_latents.append(latent)
-        request.progress.add_frames(1)
+        kept = [latent] if clause.retimer is None else clause.retimer.push(latent)
+        request.pending_latents.extend(kept)
+        request.progress.add_frames(len(kept))
         if not self.config.overlap:  # overlapped: set when the next step was launched
             request.last_latent = latent
         clause.num_frames += 1
@@ -475,8 +477,13 @@ class Engine:
             self._close_clause(request)
 
     def _close_clause(self, request: Request) -> None:
-        """The clause generating ends (recorded when the engine keeps a recording)."""
+        """The clause generating ends (recorded when the engine keeps a recording); a
+        retimed clause's last frames come out of its retimer."""
         clause = request.clause
+        if clause is not None and clause.retimer is not None:
+            tail = clause.retimer.finish()
+            request.pending_latents.extend(tail)
+            request.progress.add_frames(len(tail))
         if self.recording is not None and clause is not None:
             self.recording.clauses.setdefault(request.request_id, []).append(
                 (int(clause.tokens.shape[0]), request.progress.generated - clause.first_frame))

@@ -219,3 +219,40 @@ def test_a_pointer_student_draws_nothing_so_the_seed_changes_nothing(family) -> 
         torch.testing.assert_close(audio[0], audio[1], rtol=0, atol=0)
     else:
         assert audio[0].shape != audio[1].shape or (audio[0] - audio[1]).abs().max() > 1e-3
+
+
+def test_a_retimed_pointer_student_speeds_up_alike_batched_alone_and_offline(
+        tiny_config, teacher, tmp_path) -> None:
+    """Faster speech by retiming (polyvox.models.retime): the student speaks at speed 1 (its
+    features and length cap are speed 1's) and its runs are retimed as they come. Two
+    requests batched, at 1.5 and at 1, equal each alone and the offline reference; the
+    fast one is shorter (random weights hold the last id to the length cap, which the
+    retiming shrinks most: its pace is tested on the teacher's runs in test_retime)."""
+    from polyvox.models.joe_ar.family import load_student_family
+
+    config = dataclasses.replace(
+        tiny_config, teacher_latent="prior", text_features="teacher_prior", pointer_width=32,
+        pointer_context=True, retime_faster=0.7, run_counts=(3.0, 4.0, 2.0, 1.0))
+    path = tmp_path / "retimed.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    family = load_student_family(path, seed=1)
+    fast = dataclasses.replace(family.make_params(speed=1.5), eos_threshold=1e9)
+    plain = _params(family, 0)
+    assert family.retiming(1.0) is None and family.retiming(0.75) is None  # no retime_slower
+    plan, base = family.plan_clause(TEXT, fast), family.plan_clause(TEXT, plain)
+    assert plan.retime is not None and base.retime is None
+    assert plan.max_frames == base.max_frames and torch.equal(plan.features, base.features)
+    engine = _engine(family)
+    engine.add_request(TEXT, "default", fast, request_id="fast")
+    engine.add_request(TEXT, "default", plain, request_id="plain")
+    together = run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+    for rid, params in (("fast", fast), ("plain", plain)):
+        engine = _engine(family)
+        engine.add_request(TEXT, "default", params, request_id=rid)
+        alone = run_to_completion(engine)[rid]
+        torch.testing.assert_close(alone, family.synthesize(TEXT, params=params,
+                                                            max_tokens=400),
+                                   atol=1e-4, rtol=0)
+        torch.testing.assert_close(together[rid], alone, atol=2e-4, rtol=0)
+    assert len(together["fast"]) < 0.8 * len(together["plain"])

@@ -44,6 +44,7 @@ from polyvox.models.layers.attention import ContiguousKV, KVStore
 from polyvox.models.piper.front import FLOW_CONTEXT, Scales, Sentence
 from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
 from polyvox.models.pocket.weights import random_init
+from polyvox.models.retime import Retiming, retime_latents
 from polyvox.text.clauses import split_text
 from polyvox.models.joe_ar.network import (
     DEFAULT_CONFIG,
@@ -183,7 +184,7 @@ class StudentFamily(FlowLMStages):
 
     def make_params(self, seed: int = 0, temperature: float | None = None,
                     speed: float = 1.0) -> StudentParams:
-        if speed != 1.0 and not self.student.speed_input:
+        if speed != 1.0 and not self.student.speed_input and self.retiming(speed) is None:
             raise ValueError(f"pocket/{self.student.name} cannot change speed; use speed 1.0")
         low, high = SPEED_RANGE
         if not low <= speed <= high:
@@ -197,9 +198,23 @@ class StudentFamily(FlowLMStages):
             raise ValueError("the clause has nothing to speak")
         after = params.frames_after_eos
         after = self.student.frames_after_eos if after is None else after
+        retiming = self.retiming(params.speed)
+        spoken = 1.0 if retiming else params.speed  # the pace the student speaks at
         return ClausePlan(torch.tensor(ids, dtype=torch.long), after,
-                          self.max_frames(len(ids), params.speed),
-                          self.text_features(ids, params.speed))
+                          self.max_frames(len(ids), spoken),
+                          self.text_features(ids, spoken), retiming)
+
+    def retiming(self, speed: float) -> Retiming | None:
+        """How a clause spoken at speed 1 is retimed to `speed` (polyvox.models.retime),
+        where the config retimes that direction (retime_faster / retime_slower); None:
+        the student speaks at `speed` itself (its pace input), as generated."""
+        if speed == 1.0:
+            return None
+        exponent = self.student.retime_faster if speed > 1 else self.student.retime_slower
+        if exponent is None:
+            return None
+        return Retiming.for_speed(speed, exponent, self.student.run_counts,
+                                  self.frames_per_step, self.channels)
 
     def text_features(self, ids: list[int], speed: float = 1.0) -> torch.Tensor | None:
         """What the student reads per id beside the id (`text_features`): the teacher's
@@ -290,10 +305,13 @@ class StudentFamily(FlowLMStages):
     @torch.no_grad()
     def clause_latents(self, ids: torch.Tensor, kv: ContiguousKV, params: StudentParams,
                        generator: torch.Generator) -> torch.Tensor:
-        """Generate one clause into `kv` (the engine's EOS rule); returns [S, D]."""
+        """Generate one clause into `kv` (the engine's EOS rule); returns [S, D], retimed
+        (`retiming`) at the end where its speed is."""
         plan_after = self.student.frames_after_eos if params.frames_after_eos is None \
             else params.frames_after_eos
-        features = self.text_features(ids.tolist(), params.speed)
+        retiming = self.retiming(params.speed)
+        speed = 1.0 if retiming else params.speed
+        features = self.text_features(ids.tolist(), speed)
         self.prefill_tokens(ids, kv.next_positions(len(ids)), kv, features)
         kv.commit()
         clauses = None
@@ -303,7 +321,7 @@ class StudentFamily(FlowLMStages):
         latent = torch.full((1, self.latent_dim), float("nan"))
         frames: list[torch.Tensor] = []
         eos_at = None
-        for index in range(self.max_frames(len(ids), params.speed)):
+        for index in range(self.max_frames(len(ids), speed)):
             noise = self.sample_noise(generator, params)[None]
             latent, logit = self.step_batch(latent, kv.next_positions(1)[:, 0], kv, noise,
                                             params.sampler_steps, clauses)
@@ -314,7 +332,8 @@ class StudentFamily(FlowLMStages):
             if eos_at is not None and index >= eos_at + plan_after:
                 break
             frames.append(latent[0])
-        return torch.stack(frames) if frames else torch.zeros(0, self.latent_dim)
+        latents = torch.stack(frames) if frames else torch.zeros(0, self.latent_dim)
+        return latents if retiming is None else retime_latents(latents, retiming)
 
     def max_frames(self, num_ids: int, speed: float = 1.0) -> int:
         """The length cap of a clause of `num_ids` phoneme ids, in AR steps (longer for

@@ -73,6 +73,15 @@ class StudentConfig:
     # encodings of the next two ids and how many of the last step's frames sat on the
     # current id (pointer_context below).
     pointer_context: bool = False
+    # Speeds other than 1 by retiming (docs/distill.md, session 31; polyvox.models.retime):
+    # a pointer student speaks at speed 1 and each id's run of d frames becomes about
+    # scale x d^exponent frames, with this exponent for faster speech (speed > 1) and
+    # that one for slower; None: the pace input (speed_input) alone sets the pace.
+    # `run_counts[k]`: how often the teacher holds an id for k + 1 frames (what makes
+    # the retimed clause 1 / speed as long on average; scripts/run_lengths.py).
+    retime_faster: float | None = None
+    retime_slower: float | None = None
+    run_counts: tuple[float, ...] = ()
     default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
     frames_after_eos: int = 0  # AR steps kept after the EOS step
     weights_path: str | None = None  # relative to the config file
@@ -99,6 +108,13 @@ class StudentConfig:
         if self.pointer_width and self.text_features is None:
             raise ValueError("a pointer student copies the per-token teacher encodings: "
                              "it needs text_features 'teacher_prior'")
+        retimes = self.retime_faster is not None or self.retime_slower is not None
+        if retimes and not (self.pointer_width and self.run_counts):
+            raise ValueError("retiming (retime_faster / retime_slower) needs a pointer "
+                             "student (its frames come in runs) and the teacher's run_counts")
+        if any(e is not None and not e > 0 for e in (self.retime_faster, self.retime_slower)):
+            raise ValueError("a retiming exponent must be positive")
+        object.__setattr__(self, "run_counts", tuple(float(c) for c in self.run_counts))
         if self.text_features == "teacher_prior" and self.teacher_latent != "prior":
             raise ValueError("text_features 'teacher_prior' needs teacher_latent 'prior' "
                              "(the features are read from the prior-mean data)")
@@ -130,7 +146,9 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> StudentConfig:
 
 def config_to_dict(config: StudentConfig) -> dict[str, Any]:
     """The YAML-ready form (the inverse of config_from_dict)."""
-    return dataclasses.asdict(config)
+    data = dataclasses.asdict(config)
+    data["run_counts"] = list(data["run_counts"])  # YAML's safe dumper has no tuples
+    return data
 
 
 SPEED_RANGE = (0.5, 2.0)  # the speeds the teacher data spans (teacher_data.py)
