@@ -26,7 +26,8 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
   chosen so that the clause still lasts 1 / speed of its length (A < 1: long runs,
   vowels and pauses, give up more than short ones, consonants);
 - wsola: the student speaks at speed 1 and its audio is time-compressed to `--speed`,
-  pitch kept (scripts/fast_speech_ceiling.py's WSOLA);
+  pitch kept (scripts/fast_speech_ceiling.py's WSOLA); warpA+wsolaX: both, WSOLA taking
+  the share X of the log speed (speed^X) and warpA the rest;
 - a pointer student (`--weights` of `polyvox train pointer`'s export) under "off": its
   own steps, copies of the teacher's encodings (docs/distill.md, session 28).
 """
@@ -67,6 +68,7 @@ class Way:
     steps: int = 1
     draws: int = 2
     temperature: float | None = None
+    wsola_share: float = 0.0  # warp: this share of log speed is WSOLA's (the rest retimed)
 
 
 def parse_way(text: str) -> Way:
@@ -77,6 +79,8 @@ def parse_way(text: str) -> Way:
     if sampler := re.fullmatch(r"steps(\d+)-draws(\d+)-temp([\d.]+)", text):
         return Way("sampler", steps=int(sampler[1]), draws=int(sampler[2]),
                    temperature=float(sampler[3]))
+    if mixed := re.fullmatch(r"warp([\d.]+)\+wsola([\d.]+)", text):
+        return Way("warp", float(mixed[1]), wsola_share=float(mixed[2]))
     if named := re.fullmatch(r"(snap|soft|noise|teacher|warp)([\d.]+)", text):
         return Way(named[1], float(named[2]))
     raise argparse.ArgumentTypeError(f"unknown way {text!r} (see the module docstring)")
@@ -153,7 +157,7 @@ def student_clause(family: StudentFamily, ids: list[int], way: Way,
         frames = frames + torch.randn(frames.shape, generator=generator) \
             * clause.sigmas[nearest] * way.amount
     if way.kind == "warp":
-        frames = retime(frames, speed, way.amount)
+        frames = retime(frames, speed ** (1 - way.wsola_share), way.amount)
     return frames
 
 
@@ -188,9 +192,10 @@ def speak(family: StudentFamily, text: str, way: Way, seed: int,
             z = family.flow.flow_from_prior(frames.T)
         pieces.append(family.hifigan(z[None])[0].reshape(-1))
     audio = torch.cat(pieces) if pieces else torch.zeros(0)
-    if way.kind == "wsola" and speed != 1.0:
+    share = 1.0 if way.kind == "wsola" else way.wsola_share
+    if share and speed != 1.0:
         from fast_speech_ceiling import wsola  # scripts/ is on the path of a script run
-        audio = wsola(audio, speed)
+        audio = wsola(audio, speed ** share)
     return audio
 
 

@@ -1,11 +1,12 @@
 """How long the teacher holds each phoneme id: the run-length counts joe-ar's retiming
 reads (`run_counts` in polyvox/models/pocket/joe_ar.yaml; polyvox/models/retime.py).
 
-    python scripts/run_lengths.py [--sentences 2000] [--seed 0]
+    python scripts/run_lengths.py [--sentences 2000] [--seed 0] [--student]
 
 Items come from the training generator (polyvox.train.sentences; never the evaluation
 sets), split into clauses as the engine splits them; the teacher's stage 1 gives each
-id's frames at noise 0 and speed 1, as the pointer student was trained to copy them.
+id's frames at noise 0 and speed 1, as the pointer student was trained to copy them
+(`--student`: the runs of the shipped student's own speed-1 frames, as it speaks them).
 Prints the counts per 10,000 runs (runs of 1, 2, ... frames), and what they make of
 a few exponents: mean d / mean d^exponent, the retiming's scale at speed 1.
 """
@@ -17,7 +18,8 @@ from collections import Counter
 
 import torch
 
-from polyvox.models.joe_ar.family import load_student_family
+from polyvox.models.joe_ar.family import StudentParams, load_student_family
+from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.piper.front import Scales, Sentence
 from polyvox.models.retime import Retiming
 from polyvox.text.clauses import split_text
@@ -28,6 +30,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--student", action="store_true",
+                        help="count the student's own runs (slower: it speaks every clause)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     family = load_student_family()
@@ -38,6 +42,17 @@ def main() -> None:
     for text in generate_sentences(args.sentences, seed=args.seed):
         for clause in split_text(text, family.count_tokens, 350):
             ids = family.phoneme_ids(clause)
+            if args.student:
+                kv = ContiguousKV(*family.kv_shape, dtype=torch.float32,
+                                  device=torch.device("cpu"))
+                latents = family.clause_latents(torch.tensor(ids), kv, StudentParams(),
+                                                generator)
+                frames = latents.reshape(-1, family.channels)
+                change = [0] + [i for i in range(1, len(frames))
+                                if not torch.equal(frames[i], frames[i - 1])] + [len(frames)]
+                runs.update(b - a for a, b in zip(change[:-1], change[1:], strict=True)
+                            if b > a)
+                continue
             (stage1,) = front.run_stage1([Sentence(ids, Scales(0.0, 1.0, 0.0), generator)])
             runs.update(int(d) for d in stage1.durations.tolist() if d > 0)
     total = sum(runs.values())
