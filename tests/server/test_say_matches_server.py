@@ -22,11 +22,12 @@ TEXTS = [
 ]
 
 
-def _server_pcm(server: Server, text: str, seed: int, sample_rate: int) -> np.ndarray:
+def _server_pcm(server: Server, text: str, seed: int, sample_rate: int,
+                speed: float = 1.0) -> np.ndarray:
     """Raw PCM16 at the model's own rate (OpenAI's pcm is 24 kHz unless asked otherwise)."""
     response = httpx.post(f"{server.url}/v1/audio/speech", timeout=120, json={
         "model": "tts-1", "input": text, "voice": "alloy", "response_format": "pcm",
-        "seed": seed, "sample_rate": sample_rate})
+        "seed": seed, "sample_rate": sample_rate, "speed": speed})
     assert response.status_code == 200, response.text
     return np.frombuffer(response.content, dtype="<i2")
 
@@ -61,6 +62,24 @@ def test_say_writes_the_servers_samples(default_server: Server, tmp_path: Path) 
                                 timeout=300)
         assert result.returncode == 0, result.stderr
         _assert_same(_wav_samples(out), _server_pcm(default_server, text, index, 22050))
+
+
+def test_say_at_another_speed_writes_the_servers_samples(default_server: Server,
+                                                         tmp_path: Path) -> None:
+    """joe-ar faster (its frames retimed as they come) and slower (its pace input): the
+    CLI and the server say the same samples, at about 1 / speed of the length at 1."""
+    text = TEXTS[2]
+    normal = _server_pcm(default_server, text, 0, 22050)
+    for speed in (1.5, 0.75):
+        out = tmp_path / f"say-{speed}.wav"
+        result = subprocess.run([sys.executable, "-m", "polyvox.cli", "say", text, "-o", str(out),
+                                 "--speed", str(speed)], capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr
+        served = _server_pcm(default_server, text, 0, 22050, speed)
+        _assert_same(_wav_samples(out), served)
+        # the pace judge's band is ±7% of the median; one text is given ±15%
+        assert abs(served.size / normal.size * speed - 1) < 0.15, (speed, served.size)
 
 
 def test_python_api_speaks_the_servers_samples(server: Server) -> None:
