@@ -17,6 +17,7 @@ frame.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -90,8 +91,12 @@ class Retimer:
         return self._length + len(self._frames)
 
     def push(self, latent: torch.Tensor) -> list[torch.Tensor]:
-        for frame in latent.reshape(-1, self.retiming.channels):
-            if self._run is not None and torch.equal(frame, self._run):
+        frames = latent.reshape(-1, self.retiming.channels)
+        # NOTE: one comparison for the whole latent (one device sync where it lives on a GPU)
+        before = self._run if self._run is not None else torch.full_like(frames[0], math.nan)
+        same = (frames == torch.cat([before[None], frames[:-1]])).all(1).tolist()
+        for frame, continues in zip(frames, same, strict=True):
+            if continues:
                 self._length += 1
                 continue
             self._close_run()
