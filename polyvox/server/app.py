@@ -137,10 +137,14 @@ async def load_engine(state: ServerState) -> Served:
 
 async def _admit_periodically(state: ServerState) -> None:
     """Let queued requests in as the predicted capacity grows (not only when a stream
-    ends), and save what the load model learned now and then (a killed server keeps it)."""
+    ends), and save what the load model learned now and then (a killed server keeps it);
+    how late each tick wakes is the event loop's lag (a metric)."""
     ticks = 0
+    clock = asyncio.get_running_loop().time
     while True:
+        asked = clock()
         await asyncio.sleep(ADMIT_EVERY_SECONDS)
+        state.metrics.loop_lag.observe(max(0.0, clock() - asked - ADMIT_EVERY_SECONDS))
         state.admission.let_in()
         ticks += 1
         if (state.admission.capacity is not None and state.loaded is not None

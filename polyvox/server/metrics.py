@@ -2,7 +2,8 @@
 process, as in tests).
 
 Streams: time to first audio, real-time factor, audio produced, how streams ended.
-Load: streams running and queued (admission), requests refused, and the engine's pools
+Load: streams running and queued (admission), requests refused and how fast, the event
+loop's lag, and the engine's pools
 (KV blocks, decoder slots, requests inside the engine), read on the engine thread at
 each scrape.
 """
@@ -18,6 +19,7 @@ from polyvox.server.admission import Admission
 QUEUE_WAIT_BUCKETS = (0.001, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 TTFA_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 RTF_BUCKETS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 class Metrics:
@@ -39,6 +41,13 @@ class Metrics:
                                     buckets=QUEUE_WAIT_BUCKETS, registry=registry)
         self.rejected = Counter("polyvox_rejected", "Requests refused by admission control",
                                 ["reason"], registry=registry)
+        self.refusal = Histogram("polyvox_refusal_seconds", "Time from a request's handler "
+                                 "starting to its refusal by admission control (429/503)",
+                                 buckets=LATENCY_BUCKETS, registry=registry)
+        self.loop_lag = Histogram("polyvox_event_loop_lag_seconds", "How late the event "
+                                  "loop woke for a timer (every 0.1 s): what any request's "
+                                  "handling waits behind on the server", buckets=LATENCY_BUCKETS,
+                                  registry=registry)
         self.bad_requests = Counter("polyvox_bad_requests", "Requests refused as invalid",
                                     ["endpoint"], registry=registry)
         running = Gauge("polyvox_active_streams", "Streams generating now", registry=registry)

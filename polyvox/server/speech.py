@@ -97,7 +97,7 @@ async def create_speech(request: Request) -> Response:
             error.param = encodable(error.param)
         raise
     encoder = Encoder(body.response_format, served.sample_rate, body.sample_rate)
-    ticket = await _admit_unless_gone(request, state)
+    ticket = await _admit_unless_gone(request, state, started)
     if ticket is None:
         return Response(status_code=499)  # nobody is listening any more
     stream = state.start(text, voice, params, ticket, "speech", started, body.normalize)
@@ -118,9 +118,10 @@ async def create_speech(request: Request) -> Response:
                           headers=headers)
 
 
-async def _admit_unless_gone(request: Request, state: ServerState) -> Ticket | None:
+async def _admit_unless_gone(request: Request, state: ServerState,
+                             started: float) -> Ticket | None:
     """Wait for a turn, but give up the place in the queue if the client leaves."""
-    admit = asyncio.ensure_future(state.admit())
+    admit = asyncio.ensure_future(state.admit(started))
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({admit, gone}, return_when=asyncio.FIRST_COMPLETED)

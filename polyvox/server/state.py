@@ -44,13 +44,15 @@ class ServerState:
                            headers={"Retry-After": "5"})
         return self.loaded
 
-    async def admit(self) -> Ticket:
-        """A turn to generate, or APIError 429/503 with Retry-After."""
+    async def admit(self, started: float | None = None) -> Ticket:
+        """A turn to generate, or APIError 429/503 with Retry-After. `started`: when the
+        request's handling began (a refusal's latency counts from there)."""
         asked = time.monotonic()
         try:
             ticket = await self.admission.acquire()
         except Rejected as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
+            self.metrics.refusal.observe(time.monotonic() - (started or asked))
             raise APIError(rejected.status, rejected.message, code=rejected.reason,
                            headers={"Retry-After": str(rejected.retry_after)}) from None
         self.metrics.queue_wait.observe(time.monotonic() - asked)

@@ -197,6 +197,13 @@ def test_excess_requests_get_429_and_the_queue_keeps_order(tmp_path) -> None:
         assert waits['polyvox_queue_wait_seconds_bucket{le="0.01"}'] <= count - 2  # B, D
         assert waits['polyvox_queue_wait_seconds_bucket{le="0.1"}'] <= count - 1  # B: round
         # trips to the server while it waited
+        # the one refusal was timed (answered at once: well inside a second here), and the
+        # event loop's lag was sampled while the server ran
+        values = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
+                  if line and not line.startswith("#")}
+        assert values["polyvox_refusal_seconds_count"] == 1
+        assert values['polyvox_refusal_seconds_bucket{le="1.0"}'] == 1
+        assert values["polyvox_event_loop_lag_seconds_count"] >= 1
     finally:
         server.stop()
 
