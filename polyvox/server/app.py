@@ -33,7 +33,6 @@ from polyvox.server.auth import require_api_key
 from polyvox.server.catalog import OPENAI_MODELS
 from polyvox.server.config import ServerConfig
 from polyvox.server.errors import APIError, install_error_handlers
-from polyvox.server.refuse_early import RefuseEarly
 from polyvox.server.state import ServerState
 from polyvox.server.voice_store import VoiceStore
 from polyvox.serving import DEFAULT_VOICE, Served, length_cap_overrides, load_served
@@ -83,7 +82,6 @@ def create_app(config: ServerConfig,
     app = FastAPI(title="polyvox", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.polyvox = state
-    app.add_middleware(RefuseEarly, state=state)  # overload's 429s before any handling
     install_error_handlers(app)
     app.include_router(_service_router(config))
     app.include_router(speech.router)

@@ -28,12 +28,6 @@ def _bearer(authorization: str | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" else None
 
 
-def carries_key(authorization: str | None, expected: str | None) -> bool:
-    """Whether an Authorization header value carries the configured key (any does when
-    none is configured)."""
-    return expected is None or _matches(_bearer(authorization), expected)
-
-
 def require_api_key(request: Request) -> None:
     """FastAPI dependency: 401 unless the request carries the configured key."""
     expected = request.app.state.polyvox.config.api_key

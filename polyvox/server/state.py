@@ -51,17 +51,12 @@ class ServerState:
         try:
             ticket = await self.admission.acquire()
         except Rejected as rejected:
-            raise self.refused(rejected, started or asked) from None
+            self.metrics.rejected.labels(rejected.reason).inc()
+            self.metrics.refusal.observe(time.monotonic() - (started or asked))
+            raise APIError(rejected.status, rejected.message, code=rejected.reason,
+                           headers={"Retry-After": str(rejected.retry_after)}) from None
         self.metrics.queue_wait.observe(time.monotonic() - asked)
         return ticket
-
-    def refused(self, rejected: Rejected, started: float) -> APIError:
-        """A refusal by admission control, counted (`started`: when its handling began),
-        as the error its client gets."""
-        self.metrics.rejected.labels(rejected.reason).inc()
-        self.metrics.refusal.observe(time.monotonic() - started)
-        return APIError(rejected.status, rejected.message, code=rejected.reason,
-                        headers={"Retry-After": str(rejected.retry_after)})
 
     def params(self, seed: int, temperature: float | None, speed: float) -> Any:
         try:
