@@ -256,3 +256,12 @@ def test_a_retimed_pointer_student_speeds_up_alike_batched_alone_and_offline(
                                    atol=1e-4, rtol=0)
         torch.testing.assert_close(together[rid], alone, atol=2e-4, rtol=0)
     assert len(together["fast"]) < 0.8 * len(together["plain"])
+    # the overlapped loop (the GPU's: EOS read a step late, the step past a clause's end
+    # undone) retimes the same frames
+    engine = _engine(family, overlap=True, graphs="shaped")
+    engine.add_request(TEXT, "default", fast, request_id="fast")
+    engine.add_request(TEXT, "default", plain, request_id="plain")
+    overlapped = run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+    for rid in ("fast", "plain"):
+        torch.testing.assert_close(overlapped[rid], together[rid], atol=2e-4, rtol=0)
