@@ -14,6 +14,7 @@ a few exponents: mean d / mean d^exponent, the retiming's scale at speed 1.
 from __future__ import annotations
 
 import argparse
+import itertools
 from collections import Counter
 
 import torch
@@ -50,7 +51,7 @@ def main() -> None:
                 frames = latents.reshape(-1, family.channels)
                 change = [0] + [i for i in range(1, len(frames))
                                 if not torch.equal(frames[i], frames[i - 1])] + [len(frames)]
-                runs.update(b - a for a, b in zip(change[:-1], change[1:], strict=True)
+                runs.update(b - a for a, b in itertools.pairwise(change)
                             if b > a)
                 continue
             (stage1,) = front.run_stage1([Sentence(ids, Scales(0.0, 1.0, 0.0), generator)])

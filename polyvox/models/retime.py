@@ -17,6 +17,7 @@ frame.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ def retime_latents(latents: torch.Tensor, retiming: Retiming) -> torch.Tensor:
     starts = [0] + [i for i in range(1, len(frames))
                     if not torch.equal(frames[i], frames[i - 1])] + [len(frames)]
     out, end, target = [], 0, 0.0
-    for start, stop in zip(starts[:-1], starts[1:], strict=True):
+    for start, stop in itertools.pairwise(starts):
         target = retiming.run_end(target, stop - start)
         new_end = max(end + 1, round(target))
         out += [frames[start]] * (new_end - end)
