@@ -54,7 +54,7 @@ from polyvox.models.joe_ar.family import (
 from polyvox.models.joe_ar.network import id_features, ungroup_frames
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.piper.front import Scales, Sentence
-from polyvox.models.retime import Retiming, retime_latents
+from polyvox.models.retime import Retiming, retime_latents, run_starts
 from polyvox.text.clauses import split_text
 from polyvox.text.normalize import make_normalizer
 
@@ -165,9 +165,7 @@ def retime(frames: torch.Tensor, speed: float, exponent: float = 1.0) -> torch.T
     """Runs of equal frames (one per id) rescaled: a run of d frames to c x d^exponent,
     c such that this clause lasts 1 / speed of its frames (the engine's retiming uses one
     c for every clause: polyvox.models.retime); each run kept >= 1 frame."""
-    change = torch.ones(len(frames), dtype=torch.bool)
-    change[1:] = (frames[1:] != frames[:-1]).any(1)
-    starts = change.nonzero()[:, 0].tolist() + [len(frames)]
+    starts = run_starts(frames)
     powered = sum((stop - start) ** exponent for start, stop in itertools.pairwise(starts))
     scale = len(frames) / speed / powered
     return retime_latents(frames, Retiming(scale, exponent, 1, frames.shape[1]))

@@ -22,7 +22,7 @@ import torch
 from polyvox.models.joe_ar.family import StudentParams, load_student_family
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.piper.front import Scales, Sentence
-from polyvox.models.retime import Retiming
+from polyvox.models.retime import Retiming, run_starts
 from polyvox.text.clauses import split_text
 from polyvox.train.sentences import generate_sentences
 
@@ -48,11 +48,8 @@ def main() -> None:
                                   device=torch.device("cpu"))
                 latents = family.clause_latents(torch.tensor(ids), kv, StudentParams(),
                                                 generator)
-                frames = latents.reshape(-1, family.channels)
-                change = [0] + [i for i in range(1, len(frames))
-                                if not torch.equal(frames[i], frames[i - 1])] + [len(frames)]
-                runs.update(b - a for a, b in itertools.pairwise(change)
-                            if b > a)
+                starts = run_starts(latents.reshape(-1, family.channels))
+                runs.update(b - a for a, b in itertools.pairwise(starts))
                 continue
             (stage1,) = front.run_stage1([Sentence(ids, Scales(0.0, 1.0, 0.0), generator)])
             runs.update(int(d) for d in stage1.durations.tolist() if d > 0)

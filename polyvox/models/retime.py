@@ -53,9 +53,18 @@ class Retiming:
             raise ValueError("run_counts holds no run")
         return cls(frames / powered / speed, exponent, group, channels)
 
-    def run_end(self, target: float, length: int) -> float:
-        """Where the retimed runs end, in frames (unrounded), after one more run."""
-        return target + self.scale * length ** self.exponent
+    def add_run(self, end: int, target: float, length: int) -> tuple[int, float]:
+        """One more run of `length` frames after retimed runs that end at frame `end`
+        (unrounded: `target`): where the runs end now, rounded and unrounded."""
+        target += self.scale * length ** self.exponent
+        return max(end + 1, round(target)), target
+
+
+def run_starts(frames: torch.Tensor) -> list[int]:
+    """Where each run of equal frames [T, C] starts, and T after the last."""
+    change = torch.ones(len(frames), dtype=torch.bool)
+    change[1:] = (frames[1:] != frames[:-1]).any(1)
+    return change.nonzero()[:, 0].tolist() + [len(frames)]
 
 
 def retime_latents(latents: torch.Tensor, retiming: Retiming) -> torch.Tensor:
@@ -63,12 +72,9 @@ def retime_latents(latents: torch.Tensor, retiming: Retiming) -> torch.Tensor:
     frames = latents.reshape(-1, retiming.channels)
     if not len(frames):
         return latents.reshape(0, retiming.group * retiming.channels)
-    starts = [0] + [i for i in range(1, len(frames))
-                    if not torch.equal(frames[i], frames[i - 1])] + [len(frames)]
     out, end, target = [], 0, 0.0
-    for start, stop in itertools.pairwise(starts):
-        target = retiming.run_end(target, stop - start)
-        new_end = max(end + 1, round(target))
+    for start, stop in itertools.pairwise(run_starts(frames)):
+        new_end, target = retiming.add_run(end, target, stop - start)
         out += [frames[start]] * (new_end - end)
         end = new_end
     out += [out[-1]] * (-len(out) % retiming.group)
@@ -116,8 +122,7 @@ class Retimer:
     def _close_run(self) -> None:
         if self._run is None:
             return
-        self._target = self.retiming.run_end(self._target, self._length)
-        new_end = max(self._end + 1, round(self._target))
+        new_end, self._target = self.retiming.add_run(self._end, self._target, self._length)
         self._frames += [self._run] * (new_end - self._end)
         self._end = new_end
         self._run, self._length = None, 0

@@ -52,7 +52,8 @@ class ServerState:
             ticket = await self.admission.acquire()
         except Rejected as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
-            self.metrics.refusal.observe(time.monotonic() - (started or asked))
+            self.metrics.refusal.observe(time.monotonic()
+                                         - (asked if started is None else started))
             raise APIError(rejected.status, rejected.message, code=rejected.reason,
                            headers={"Retry-After": str(rejected.retry_after)}) from None
         self.metrics.queue_wait.observe(time.monotonic() - asked)

@@ -198,11 +198,15 @@ class StudentFamily(FlowLMStages):
             raise ValueError("the clause has nothing to speak")
         after = params.frames_after_eos
         after = self.student.frames_after_eos if after is None else after
-        retiming = self.retiming(params.speed)
-        spoken = 1.0 if retiming else params.speed  # the pace the student speaks at
+        spoken, retiming = self._pace(params.speed)
         return ClausePlan(torch.tensor(ids, dtype=torch.long), after,
                           self.max_frames(len(ids), spoken),
                           self.text_features(ids, spoken), retiming)
+
+    def _pace(self, speed: float) -> tuple[float, Retiming | None]:
+        """The speed the student speaks a clause at, and how it is then retimed."""
+        retiming = self.retiming(speed)
+        return (1.0 if retiming else speed), retiming
 
     def retiming(self, speed: float) -> Retiming | None:
         """How a clause spoken at speed 1 is retimed to `speed` (polyvox.models.retime),
@@ -309,8 +313,7 @@ class StudentFamily(FlowLMStages):
         (`retiming`) at the end where its speed is."""
         plan_after = self.student.frames_after_eos if params.frames_after_eos is None \
             else params.frames_after_eos
-        retiming = self.retiming(params.speed)
-        speed = 1.0 if retiming else params.speed
+        speed, retiming = self._pace(params.speed)
         features = self.text_features(ids.tolist(), speed)
         self.prefill_tokens(ids, kv.next_positions(len(ids)), kv, features)
         kv.commit()
