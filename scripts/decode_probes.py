@@ -28,6 +28,9 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
 - wsola: the student speaks at speed 1 and its audio is time-compressed to `--speed`,
   pitch kept (scripts/fast_speech_ceiling.py's WSOLA); warpA+wsolaX: both, WSOLA taking
   the share X of the log speed (speed^X) and warpA the rest;
+- zlin: the student speaks at speed 1 and the teacher flow's output z (its acoustic
+  latent, before HiFi-GAN) is resampled linearly in time to `--speed`; warpA+zX: both,
+  z taking the share X of the log speed and warpA the rest;
 - a pointer student (`--weights` of `polyvox train pointer`'s export) under "off": its
   own steps, copies of the teacher's encodings (docs/distill.md, session 28).
 """
@@ -69,6 +72,7 @@ class Way:
     draws: int = 2
     temperature: float | None = None
     wsola_share: float = 0.0  # warp: this share of log speed is WSOLA's (the rest retimed)
+    z_share: float = 0.0  # warp: this share of log speed resamples z (the rest retimed)
 
 
 def parse_way(text: str) -> Way:
@@ -81,6 +85,10 @@ def parse_way(text: str) -> Way:
                    temperature=float(sampler[3]))
     if mixed := re.fullmatch(r"warp([\d.]+)\+wsola([\d.]+)", text):
         return Way("warp", float(mixed[1]), wsola_share=float(mixed[2]))
+    if text == "zlin":
+        return Way("warp", 1.0, z_share=1.0)
+    if mixed := re.fullmatch(r"warp([\d.]+)\+z([\d.]+)", text):
+        return Way("warp", float(mixed[1]), z_share=float(mixed[2]))
     if named := re.fullmatch(r"(snap|soft|noise|teacher|warp)([\d.]+)", text):
         return Way(named[1], float(named[2]))
     raise argparse.ArgumentTypeError(f"unknown way {text!r} (see the module docstring)")
@@ -157,7 +165,7 @@ def student_clause(family: StudentFamily, ids: list[int], way: Way,
         frames = frames + torch.randn(frames.shape, generator=generator) \
             * clause.sigmas[nearest] * way.amount
     if way.kind == "warp":
-        frames = retime(frames, speed ** (1 - way.wsola_share), way.amount)
+        frames = retime(frames, speed ** (1 - way.wsola_share - way.z_share), way.amount)
     return frames
 
 
@@ -188,6 +196,9 @@ def speak(family: StudentFamily, text: str, way: Way, seed: int,
                 continue
             assert family.flow is not None
             z = family.flow.flow_from_prior(frames.T)
+            if way.z_share and speed != 1.0:  # [C, T] resampled in time
+                size = max(1, round(z.shape[-1] / speed ** way.z_share))
+                z = torch.nn.functional.interpolate(z[None], size=size, mode="linear")[0]
         pieces.append(family.hifigan(z[None])[0].reshape(-1))
     audio = torch.cat(pieces) if pieces else torch.zeros(0)
     share = 1.0 if way.kind == "wsola" else way.wsola_share
