@@ -30,7 +30,8 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
   the share X of the log speed (speed^X) and warpA the rest;
 - zlin: the student speaks at speed 1 and the teacher flow's output z (its acoustic
   latent, before HiFi-GAN) is resampled linearly in time to `--speed`; warpA+zX: both,
-  z taking the share X of the log speed and warpA the rest;
+  z taking the share X of the log speed and warpA the rest; zwarpA: z resampled along
+  warpA's time map, unrounded (a run of d frames lasts c x d^A frames, fractions kept);
 - a pointer student (`--weights` of `polyvox train pointer`'s export) under "off": its
   own steps, copies of the teacher's encodings (docs/distill.md, session 28).
 """
@@ -73,6 +74,7 @@ class Way:
     temperature: float | None = None
     wsola_share: float = 0.0  # warp: this share of log speed is WSOLA's (the rest retimed)
     z_share: float = 0.0  # warp: this share of log speed resamples z (the rest retimed)
+    z_map: float = 0.0  # warp: z resampled along the runs' time map with this exponent
 
 
 def parse_way(text: str) -> Way:
@@ -85,6 +87,8 @@ def parse_way(text: str) -> Way:
                    temperature=float(sampler[3]))
     if mixed := re.fullmatch(r"warp([\d.]+)\+wsola([\d.]+)", text):
         return Way("warp", float(mixed[1]), wsola_share=float(mixed[2]))
+    if named := re.fullmatch(r"zwarp([\d.]+)", text):
+        return Way("warp", 1.0, z_share=1.0, z_map=float(named[1]))
     if text == "zlin":
         return Way("warp", 1.0, z_share=1.0)
     if mixed := re.fullmatch(r"warp([\d.]+)\+z([\d.]+)", text):
@@ -179,6 +183,28 @@ def retime(frames: torch.Tensor, speed: float, exponent: float = 1.0) -> torch.T
     return retime_latents(frames, Retiming(scale, exponent, 1, frames.shape[1]))
 
 
+def resample_along_runs(z: torch.Tensor, frames: torch.Tensor, speed: float,
+                        exponent: float) -> torch.Tensor:
+    """z [C, T] resampled to T / speed frames along a piecewise-linear time map: each run
+    of d equal frames lasts c x d^exponent output frames (c: the clause 1 / speed as long),
+    fractions kept; each output frame reads z linearly interpolated at its source time."""
+    starts = run_starts(frames)
+    lengths = torch.tensor([b - a for a, b in itertools.pairwise(starts)], dtype=torch.float64)
+    targets = lengths ** exponent
+    targets *= len(frames) / speed / float(targets.sum())
+    out_edges = torch.cat([torch.zeros(1, dtype=torch.float64), targets.cumsum(0)])
+    src_edges = torch.tensor(starts, dtype=torch.float64)
+    size = max(1, round(float(out_edges[-1])))
+    t = torch.arange(size, dtype=torch.float64) + 0.5  # output frame centres
+    run = (torch.searchsorted(out_edges, t, right=True) - 1).clamp(0, len(lengths) - 1)
+    source = src_edges[run] + (t - out_edges[run]) / targets[run] * lengths[run] - 0.5
+    source = source.clamp(0, z.shape[-1] - 1)
+    low = source.floor().long()
+    high = (low + 1).clamp(max=z.shape[-1] - 1)
+    weight = (source - low).float()
+    return z[:, low] * (1 - weight) + z[:, high] * weight
+
+
 def speak(family: StudentFamily, text: str, way: Way, seed: int,
           speed: float = 1.0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
@@ -196,7 +222,9 @@ def speak(family: StudentFamily, text: str, way: Way, seed: int,
                 continue
             assert family.flow is not None
             z = family.flow.flow_from_prior(frames.T)
-            if way.z_share and speed != 1.0:  # [C, T] resampled in time
+            if way.z_map and speed != 1.0:
+                z = resample_along_runs(z, frames, speed, way.z_map)
+            elif way.z_share and speed != 1.0:  # [C, T] resampled in time
                 size = max(1, round(z.shape[-1] / speed ** way.z_share))
                 z = torch.nn.functional.interpolate(z[None], size=size, mode="linear")[0]
         pieces.append(family.hifigan(z[None])[0].reshape(-1))
