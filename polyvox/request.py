@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import torch
 
 from polyvox.engine.kv_cache import BlockTable
-from polyvox.models.retime import Retimer
+from polyvox.models.retime import ClauseStage
 
 
 class Status(enum.Enum):
@@ -43,7 +43,7 @@ class Clause:
     eos_frame: int | None = None  # index of the step whose EOS logit crossed the threshold
     first_frame: int = 0  # the request's frames generated before this clause
     features: torch.Tensor | None = None  # its plan's per-token features, if any
-    retimer: Retimer | None = None  # its latents retimed as they come (ClausePlan.retime)
+    retimer: ClauseStage | None = None  # its latents retimed as they come (ClausePlan.retime)
 
 
 @dataclass
@@ -203,6 +203,8 @@ class Request:
     # --- decoder ---
     decoder_slot: int | None = None
     pending_latents: list[torch.Tensor] = field(default_factory=list)  # [D] each
+    # what the family's decode is told about them (the clauses' stage: ClauseStage)
+    decode_options: dict[str, bool] = field(default_factory=dict)
     progress: Progress = field(default_factory=Progress)  # frames, clauses, chunks
     # --- output ---
     num_samples: int = 0

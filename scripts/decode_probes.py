@@ -32,6 +32,9 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
   latent, before HiFi-GAN) is resampled linearly in time to `--speed`; warpA+zX: both,
   z taking the share X of the log speed and warpA the rest; zwarpA: z resampled along
   warpA's time map, unrounded (a run of d frames lasts c x d^A frames, fractions kept);
+- plin: the student speaks at speed 1 and its prior frames (before the teacher's flow) are
+  resampled linearly in time to `--speed` (what a per-clause stage before the decoder
+  could do, where zlin needs the decoder itself);
 - a pointer student (`--weights` of `polyvox train pointer`'s export) under "off": its
   own steps, copies of the teacher's encodings (docs/distill.md, session 28).
 """
@@ -91,6 +94,8 @@ def parse_way(text: str) -> Way:
         return Way("warp", 1.0, z_share=1.0, z_map=float(named[1]))
     if text == "zlin":
         return Way("warp", 1.0, z_share=1.0)
+    if text == "plin":
+        return Way("plin")
     if mixed := re.fullmatch(r"warp([\d.]+)\+z([\d.]+)", text):
         return Way("warp", float(mixed[1]), z_share=float(mixed[2]))
     if named := re.fullmatch(r"(snap|soft|noise|teacher|warp)([\d.]+)", text):
@@ -132,7 +137,7 @@ def student_clause(family: StudentFamily, ids: list[int], way: Way,
                    generator: torch.Generator, speed: float = 1.0) -> torch.Tensor:
     """The clause's prior frames [T, C] as the student generates them under `way`."""
     params = StudentParams(temperature=way.temperature,
-                           speed=1.0 if way.kind in ("warp", "wsola") else speed)
+                           speed=1.0 if way.kind in ("warp", "wsola", "plin") else speed)
     clause = Clause(family, ids)
     kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
     tokens = torch.tensor(ids)
@@ -220,6 +225,10 @@ def speak(family: StudentFamily, text: str, way: Way, seed: int,
             frames = student_clause(family, ids, way, generator, speed)
             if not len(frames):
                 continue
+            if way.kind == "plin" and speed != 1.0:  # [T, C] resampled in time
+                size = max(1, round(len(frames) / speed))
+                frames = torch.nn.functional.interpolate(frames.T[None], size=size,
+                                                         mode="linear")[0].T
             assert family.flow is not None
             z = family.flow.flow_from_prior(frames.T)
             if way.z_map and speed != 1.0:

@@ -288,11 +288,15 @@ class Runner:
         is given each decoder call's item indices and PCM as soon as the call is done."""
         results: list[HostRow | None] = [None] * len(items)
         self.decode_calls = 0
-        groups: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+        # NOTE: rows whose latents a clause stage made something else (decode_options, e.g.
+        # z resampled) are decoded apart from the others.
+        groups: dict[tuple[int, int, int, tuple[tuple[str, bool], ...]], list[int]] = \
+            defaultdict(list)
         for index, item in enumerate(items):
-            groups[(item.num_frames, item.lookahead, item.history)].append(index)
+            options = tuple(sorted(item.request.decode_options.items()))
+            groups[(item.num_frames, item.lookahead, item.history, options)].append(index)
         budget = self.family.traits.decoder_batch_frames
-        for (frames, lookahead, history), group in groups.items():
+        for (frames, lookahead, history, options), group in groups.items():
             # NOTE: a family may cap the frames of one decoder call: on CPU a convolution
             # stack slows down sharply once a batch's activations leave the cache.
             size = max(1, budget // items[group[0]].window_frames) if budget else len(group)
@@ -300,29 +304,33 @@ class Runner:
                 size = min(size, self.decode_graphs.largest)
             for start in range(0, len(group), size):
                 batch = group[start: start + size]
-                self._decode_batch(items, batch, frames, lookahead, history, results)
+                self._decode_batch(items, batch, frames, lookahead, history, dict(options),
+                                   results)
                 self.decode_calls += 1
                 if on_batch is not None:
                     on_batch(batch, [row for i in batch if (row := results[i]) is not None])
         return [r for r in results if r is not None]
 
     def _decode_batch(self, items: list[DecodeItem], indices: list[int], frames: int,
-                      lookahead: int, history: int, results: list[HostRow | None]) -> None:
+                      lookahead: int, history: int, options: dict[str, bool],
+                      results: list[HostRow | None]) -> None:
         """One decoder call: equal-shape chunks, states gathered from and scattered back to
-        their slots; puts each item's PCM into `results`."""
+        their slots; puts each item's PCM into `results`. Rows with decode `options` run
+        eagerly (no fixed-shape graph is built for them)."""
         requests = [items[i].request for i in indices]
         assert len({r.request_id for r in requests}) == len(requests), "one chunk per request"
         window = frames + lookahead
         latents = torch.stack([torch.stack(r.pending_latents[:window]) for r in requests])
         latents = to_device(latents, self.device)
         slots = [r.decoder_slot for r in requests]
-        if self.decode_graphs is not None:
+        if self.decode_graphs is not None and not options:
             pcm = self.decode_graphs(latents, slots, frames, lookahead, history)
         else:
             slot_ids = self._long(slots)
             state = self.slots.gather(slot_ids)
-            if history or lookahead:
-                pcm = self.family.decode(latents, state, num_frames=frames, history=history)
+            if history or lookahead or options:
+                pcm = self.family.decode(latents, state, num_frames=frames, history=history,
+                                         **options)
             else:
                 pcm = self.family.decode(latents, state)  # [b, frames * samples_per_frame]
             self.slots.scatter(slot_ids, state)

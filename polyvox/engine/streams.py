@@ -24,7 +24,6 @@ from polyvox.engine.kv_cache import BlockManager
 from polyvox.engine.plans import StreamView, View
 from polyvox.engine.runner import PrefillItem, Runner, StepItem
 from polyvox.models.base import ClausePlan, ModelFamily
-from polyvox.models.retime import Retimer
 from polyvox.request import Clause, Request, Status, clause_seed
 
 # A first clause is admitted only with room for its tokens plus this many (its first
@@ -152,10 +151,12 @@ class Streams:
                                          self.blocks.allocate(needed), self.blocks.block_size)
             request.next_position += count
             request.steps_start = request.next_position
+            stage = plan.retime.stage() if plan.retime else None
             request.clause = Clause(plan.tokens, plan.frames_after_eos, plan.max_frames,
                                     first_frame=request.progress.generated,
-                                    features=plan.features,
-                                    retimer=Retimer(plan.retime) if plan.retime else None)
+                                    features=plan.features, retimer=stage)
+            if stage is not None:
+                request.decode_options = stage.decode_options
             request.last_latent = None
             items.append(PrefillItem(request, plan.tokens, positions, slots,
                                      features=plan.features))

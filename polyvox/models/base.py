@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import torch
 
 from polyvox.models.layers.attention import KVStore
-from polyvox.models.retime import Retiming
+from polyvox.models.retime import Retiming, ZResampling
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,9 @@ class ClausePlan:
     frames_after_eos: int  # frames kept after the EOS step
     max_frames: int  # hard cap on frames for the clause
     features: torch.Tensor | None = None  # [T, F] per-token inputs beside the ids, if any
-    # The clause's AR latents are retimed before they are decoded (polyvox.models.retime;
-    # max_frames still counts AR steps); None: decoded as generated
-    retime: Retiming | None = None
+    # The clause's AR latents are retimed (or their z resampled) before they are decoded
+    # (polyvox.models.retime; max_frames still counts AR steps); None: decoded as generated
+    retime: Retiming | ZResampling | None = None
 
 
 class ModelFamily(Protocol):

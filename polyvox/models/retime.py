@@ -13,14 +13,23 @@ as the frames come, one AR step's latent at a time, holding back the run in prog
 (its length is known once the next id starts or the clause ends). Both emit whole
 latents of `group` frames: a clause's last latent is completed with copies of its last
 frame.
+
+The other way (docs/distill.md, sessions 32-33): the clause spoken at speed 1 goes through
+the teacher's flow first, and its output z (what HiFi-GAN reads) is resampled linearly in
+time: output frame j reads z at source time (j + 0.5) x speed - 0.5. The transitions
+between ids keep the flow's full time resolution, where retiming drops whole frames of a
+run. `resample_z_latents` is the plain reference, `ZResampler` the stage (it holds back
+the flow's context, `ZResampling.context` frames, plus at most a block); their latents
+are z, so the decoder skips its flow for them (`decode_options`).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
 
 import torch
 
@@ -53,6 +62,10 @@ class Retiming:
             raise ValueError("run_counts holds no run")
         return cls(frames / powered / speed, exponent, group, channels)
 
+    def stage(self) -> Retimer:
+        """The engine's stage for one clause."""
+        return Retimer(self)
+
     def add_run(self, end: int, target: float, length: int) -> tuple[int, float]:
         """One more run of `length` frames after retimed runs that end at frame `end`
         (unrounded: `target`): where the runs end now, rounded and unrounded."""
@@ -81,9 +94,23 @@ def retime_latents(latents: torch.Tensor, retiming: Retiming) -> torch.Tensor:
     return torch.stack(out).reshape(-1, retiming.group * retiming.channels)
 
 
+class ClauseStage(Protocol):
+    """What the engine keeps per clause between the AR step and the decoder: `push` one
+    AR step's latent, get the latents complete so far; `finish` at the clause's end gives
+    the rest. `decode_options`: what the family's decode is told about those latents."""
+
+    decode_options: dict[str, bool]
+
+    def push(self, latent: torch.Tensor) -> list[torch.Tensor]: ...
+
+    def finish(self) -> list[torch.Tensor]: ...
+
+
 class Retimer:
     """`retime_latents` as the latents come: `push` one AR step's latent, get the retimed
     latents complete so far; `finish` at the clause's end gives the rest."""
+
+    decode_options: ClassVar[dict[str, bool]] = {}
 
     def __init__(self, retiming: Retiming) -> None:
         self.retiming = retiming
@@ -134,3 +161,122 @@ class Retimer:
         del self._frames[: count * group]
         return latents
 
+
+
+@dataclass(frozen=True)
+class ZResampling:
+    """How a clause spoken at speed 1 becomes `speed` by resampling z (the module
+    docstring). `frames_of`: one AR step's latent -> its prior frames [group, channels];
+    `flow`: prior frames [channels, T] -> z [channels, T], which is exact `context`
+    frames in from a cut edge (a clause's own ends are zero-padded in both)."""
+
+    speed: float
+    group: int
+    channels: int
+    frames_of: Callable[[torch.Tensor], torch.Tensor] = field(compare=False)
+    flow: Callable[[torch.Tensor], torch.Tensor] = field(compare=False)
+    context: int = 32
+    block: int = 16  # source frames the streaming flow finishes per call (at least)
+
+    def __post_init__(self) -> None:
+        if not (self.speed > 0 and self.group >= 1 and self.channels >= 1
+                and self.context >= 0 and self.block >= 1):
+            raise ValueError(f"not a z resampling: {self}")
+
+    def stage(self) -> ZResampler:
+        """The engine's stage for one clause."""
+        return ZResampler(self)
+
+    def source_time(self, index: int, frames: int | None = None) -> float:
+        """Where output frame `index` reads z, in source frames (clamped to the clause's
+        `frames` once they are known)."""
+        time = (index + 0.5) * self.speed - 0.5
+        return max(0.0, time if frames is None else min(time, frames - 1.0))
+
+    def output_frames(self, frames: int) -> int:
+        """Output frames of a clause of `frames` source frames."""
+        return max(1, round(frames / self.speed)) if frames else 0
+
+
+def _read_z(z: torch.Tensor, time: float) -> torch.Tensor:
+    """z [C, T] linearly interpolated at a source time in [0, T - 1]."""
+    low = math.floor(time)
+    weight = time - low
+    high = min(low + 1, z.shape[1] - 1)
+    return z[:, low] * (1 - weight) + z[:, high] * weight
+
+
+def _whole(frames: list[torch.Tensor], group: int) -> list[torch.Tensor]:
+    """Frames [C] grouped into whole latents [group x C]; the rest stays in `frames`."""
+    count = len(frames) // group
+    latents = [torch.cat(frames[i * group: (i + 1) * group]) for i in range(count)]
+    del frames[: count * group]
+    return latents
+
+
+def resample_z_latents(latents: torch.Tensor, resampling: ZResampling) -> torch.Tensor:
+    """The plain reference: a whole clause's AR latents [S, D] -> latents of its resampled
+    z [S', group x channels], the last completed with copies of its last frame."""
+    width = resampling.group * resampling.channels
+    if not len(latents):
+        return latents.new_zeros(0, width)
+    prior = torch.cat([resampling.frames_of(latent) for latent in latents])  # [T, C]
+    z = resampling.flow(prior.T)  # [C, T]
+    frames = z.shape[1]
+    out = [_read_z(z, resampling.source_time(j, frames))
+           for j in range(resampling.output_frames(frames))]
+    out += [out[-1]] * (-len(out) % resampling.group)
+    return torch.stack(out).reshape(-1, width)
+
+
+class ZResampler:
+    """`resample_z_latents` as the latents come. The flow runs on the source frames in
+    blocks once `context` frames after a block are known (and on the rest at the end);
+    an output frame comes out once the z either side of its source time is final."""
+
+    decode_options: ClassVar[dict[str, bool]] = {"z": True}
+
+    def __init__(self, resampling: ZResampling) -> None:
+        self.resampling = resampling
+        self._reset()
+
+    def _reset(self) -> None:
+        self._prior: list[torch.Tensor] = []  # source frames [C] of this clause
+        self._z = torch.zeros(self.resampling.channels, 0)  # final z of the first frames
+        self._next = 0  # the next output frame
+        self._frames: list[torch.Tensor] = []  # output frames not yet in a whole latent
+
+    def push(self, latent: torch.Tensor) -> list[torch.Tensor]:
+        r = self.resampling
+        self._prior.extend(r.frames_of(latent))
+        if len(self._prior) - self._z.shape[1] >= r.block + r.context:
+            self._flow_to(len(self._prior) - r.context)
+        while math.floor(r.source_time(self._next)) + 1 < self._z.shape[1]:
+            self._emit(None)
+        return _whole(self._frames, r.group)
+
+    def finish(self) -> list[torch.Tensor]:
+        """The clause ended: the rest of its z, resampled; the last latent completed."""
+        frames = len(self._prior)
+        if frames:
+            self._flow_to(frames)
+            while self._next < self.resampling.output_frames(frames):
+                self._emit(frames)
+            self._frames += [self._frames[-1]] * (-len(self._frames) % self.resampling.group)
+        latents = _whole(self._frames, self.resampling.group)
+        self._reset()
+        return latents
+
+    def _flow_to(self, stop: int) -> None:
+        """Final z up to source frame `stop`: the flow over the frames not yet final,
+        with `context` frames either side (fewer at the clause's ends)."""
+        r, done = self.resampling, self._z.shape[1]
+        first = max(0, done - r.context)
+        last = min(len(self._prior), stop + r.context)
+        z = r.flow(torch.stack(self._prior[first:last]).T)
+        self._z = torch.cat([self._z, z[:, done - first: stop - first]], 1)
+
+    def _emit(self, frames: int | None) -> None:
+        time = self.resampling.source_time(self._next, frames)
+        self._frames.append(_read_z(self._z, time))
+        self._next += 1

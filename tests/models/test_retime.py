@@ -1,6 +1,7 @@
 """Retiming a pointer student's runs (polyvox.models.retime): the plain reference against
 runs worked out by hand, the streaming retimer against the reference, and the pace the
-teacher's run lengths make."""
+teacher's run lengths make. Resampling z: the reference's time map by hand, the streaming
+stage against the reference through a local stand-in for the teacher's flow."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import random
 import pytest
 import torch
 
-from polyvox.models.retime import Retimer, Retiming, retime_latents
+from polyvox.models.retime import (
+    Retimer,
+    Retiming,
+    ZResampler,
+    ZResampling,
+    resample_z_latents,
+    retime_latents,
+)
 
 CHANNELS = 3
 
@@ -101,3 +109,71 @@ def test_a_retiming_must_make_sense() -> None:
         Retiming.for_speed(1.5, 0.7, [0.0, 0.0], 4, CHANNELS)
     with pytest.raises(ValueError, match="not a retiming"):
         Retiming(scale=1.0, exponent=0.0, group=4, channels=CHANNELS)
+
+
+def _local_flow(context: int, seed: int = 0):
+    """A stand-in for the teacher's flow with its edge rule: each output frame depends on
+    the input frames within `context` either side, zero-padded at the window's ends."""
+    weight = torch.randn(CHANNELS, CHANNELS, 2 * context + 1,
+                         generator=torch.Generator().manual_seed(seed)) / (2 * context + 1)
+
+    def flow(prior: torch.Tensor) -> torch.Tensor:  # [C, T] -> [C, T]
+        return torch.tanh(torch.nn.functional.conv1d(prior[None].double(), weight.double(),
+                                                     padding=context)[0]).float() + prior
+
+    return flow
+
+
+def _z_resampling(speed: float, group: int, context: int = 5, block: int = 3) -> ZResampling:
+    return ZResampling(speed, group, CHANNELS, lambda latent: latent.reshape(-1, CHANNELS),
+                       _local_flow(context), context=context, block=block)
+
+
+def test_resampled_z_reads_the_flow_s_output_at_speed_times_the_output_time() -> None:
+    """Output frame j reads z at source time (j + 0.5) x speed - 0.5, linearly between the
+    frames either side, clamped to the clause; a clause of T frames gives round(T / speed)."""
+    ramp = torch.arange(10.0)[None].repeat(CHANNELS, 1)  # z [C, T]: frame t holds t
+    resampling = ZResampling(1.5, 1, CHANNELS, lambda latent: latent.reshape(-1, CHANNELS),
+                             lambda prior: prior)  # the identity as the flow
+    out = resample_z_latents(ramp.T, resampling)[:, 0]
+    assert out.tolist() == pytest.approx([0.25, 1.75, 3.25, 4.75, 6.25, 7.75, 9.0])
+    slow = ZResampling(0.5, 1, CHANNELS, resampling.frames_of, resampling.flow)
+    assert resample_z_latents(ramp.T[:3], slow)[:, 0].tolist() == pytest.approx(
+        [0.0, 0.25, 0.75, 1.25, 1.75, 2.0])  # clamped at both ends, 6 frames of 3
+    # completed to whole latents with copies of the last frame
+    grouped = ZResampling(1.5, 4, CHANNELS, resampling.frames_of, resampling.flow)
+    latents = resample_z_latents(ramp.T.reshape(-1, 2 * CHANNELS), grouped)
+    assert latents.reshape(-1, CHANNELS)[:, 0].tolist() == pytest.approx(
+        out.tolist() + [9.0])
+
+
+@pytest.mark.parametrize("group", [1, 4])
+@pytest.mark.parametrize("speed", [1.25, 1.5, 2.0])
+def test_streamed_z_resampling_equals_the_whole_clause_at_once(group: int,
+                                                               speed: float) -> None:
+    """Latents pushed one by one give what the flow and resampling of the whole clause
+    give (the flow's windows keep `context` frames either side), and a frame comes out
+    within the flow's context, a block and a latent of its source."""
+    rng = random.Random(int(speed * 100) + group)
+    resampling = _z_resampling(speed, group)
+    stage = resampling.stage()
+    assert isinstance(stage, ZResampler) and stage.decode_options == {"z": True}
+    for clause in range(3):  # one stage serves a request's clauses one after another
+        count = rng.randint(1, 40)
+        latents = torch.randn(count, group * CHANNELS,
+                              generator=torch.Generator().manual_seed(clause))
+        streamed, pushed = [], 0
+        for latent in latents:
+            streamed += stage.push(latent)
+            pushed += group
+            lag = pushed - len(streamed) * group * speed
+            assert lag <= resampling.context + resampling.block + 2 * group * speed + 2
+        streamed += stage.finish()
+        torch.testing.assert_close(torch.stack(streamed),
+                                   resample_z_latents(latents, resampling),
+                                   atol=1e-6, rtol=0)
+
+
+def test_a_z_resampling_must_make_sense() -> None:
+    with pytest.raises(ValueError, match="not a z resampling"):
+        _z_resampling(0.0, 4)

@@ -13,6 +13,7 @@ import yaml
 from polyvox.config import EngineConfig
 from polyvox.engine.engine import Engine, run_to_completion
 from polyvox.models.joe_ar.network import config_to_dict
+from polyvox.text.clauses import split_text
 
 TEXT = "The kite flew. It came back, slowly."
 
@@ -258,6 +259,54 @@ def test_a_retimed_pointer_student_speeds_up_alike_batched_alone_and_offline(
     assert len(together["fast"]) < 0.8 * len(together["plain"])
     # the overlapped loop (the GPU's: EOS read a step late, the step past a clause's end
     # undone) retimes the same frames
+    engine = _engine(family, overlap=True, graphs="shaped")
+    engine.add_request(TEXT, "default", fast, request_id="fast")
+    engine.add_request(TEXT, "default", plain, request_id="plain")
+    overlapped = run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+    for rid in ("fast", "plain"):
+        torch.testing.assert_close(overlapped[rid], together[rid], atol=2e-4, rtol=0)
+
+
+def test_a_student_speeding_up_in_z_is_alike_batched_alone_and_offline(
+        tiny_config, teacher, tmp_path) -> None:
+    """Faster speech with z resampled (faster_in_z): the student speaks at speed 1 and the
+    teacher flow's output is resampled as it comes; the decoder reads that z without its
+    flow. Two requests batched, at 1.5 and at 1, equal each alone and the offline
+    reference (flow and resampling of each whole clause, decoded at once); the fast one
+    is 1 / 1.5 as long within a latent per clause."""
+    from polyvox.models.joe_ar.family import load_student_family
+    from polyvox.models.retime import ZResampling
+
+    config = dataclasses.replace(
+        tiny_config, teacher_latent="prior", text_features="teacher_prior", pointer_width=32,
+        pointer_context=True, faster_in_z=True)
+    path = tmp_path / "z.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    family = load_student_family(path, seed=1)
+    fast = dataclasses.replace(family.make_params(speed=1.5), eos_threshold=1e9)
+    plain = _params(family, 0)
+    plan, base = family.plan_clause(TEXT, fast), family.plan_clause(TEXT, plain)
+    assert isinstance(plan.retime, ZResampling) and base.retime is None
+    assert family.retiming(0.75) is None  # slower speech: the pace input
+    assert plan.max_frames == base.max_frames and torch.equal(plan.features, base.features)
+    engine = _engine(family)
+    engine.add_request(TEXT, "default", fast, request_id="fast")
+    engine.add_request(TEXT, "default", plain, request_id="plain")
+    together = run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+    for rid, params in (("fast", fast), ("plain", plain)):
+        engine = _engine(family)
+        engine.add_request(TEXT, "default", params, request_id=rid)
+        alone = run_to_completion(engine)[rid]
+        torch.testing.assert_close(alone, family.synthesize(TEXT, params=params,
+                                                            max_tokens=400),
+                                   atol=1e-4, rtol=0)
+        torch.testing.assert_close(together[rid], alone, atol=2e-4, rtol=0)
+    clauses = len(split_text(TEXT, family.count_tokens, 400))
+    latent = family.frames_per_step * family.hifigan.hop_length
+    assert abs(len(together["fast"]) - len(together["plain"]) / 1.5) <= clauses * latent
+    # the overlapped loop with fixed shapes (the GPU's): the same audio
     engine = _engine(family, overlap=True, graphs="shaped")
     engine.add_request(TEXT, "default", fast, request_id="fast")
     engine.add_request(TEXT, "default", plain, request_id="plain")

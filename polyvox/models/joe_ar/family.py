@@ -44,7 +44,7 @@ from polyvox.models.layers.attention import ContiguousKV, KVStore
 from polyvox.models.piper.front import FLOW_CONTEXT, Scales, Sentence
 from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
 from polyvox.models.pocket.weights import random_init
-from polyvox.models.retime import Retiming, retime_latents
+from polyvox.models.retime import Retiming, ZResampling, resample_z_latents, retime_latents
 from polyvox.text.clauses import split_text
 from polyvox.models.joe_ar.network import (
     DEFAULT_CONFIG,
@@ -203,17 +203,22 @@ class StudentFamily(FlowLMStages):
                           self.max_frames(len(ids), spoken),
                           self.text_features(ids, spoken), retiming)
 
-    def _pace(self, speed: float) -> tuple[float, Retiming | None]:
+    def _pace(self, speed: float) -> tuple[float, Retiming | ZResampling | None]:
         """The speed the student speaks a clause at, and how it is then retimed."""
         retiming = self.retiming(speed)
         return (1.0 if retiming else speed), retiming
 
-    def retiming(self, speed: float) -> Retiming | None:
-        """How a clause spoken at speed 1 is retimed to `speed` (polyvox.models.retime),
-        where the config retimes that direction (retime_faster / retime_slower); None:
-        the student speaks at `speed` itself (its pace input), as generated."""
+    def retiming(self, speed: float) -> Retiming | ZResampling | None:
+        """How a clause spoken at speed 1 is made `speed` (polyvox.models.retime): faster
+        speech with its z resampled (the config's faster_in_z), else retimed where the
+        config retimes that direction (retime_faster / retime_slower); None: the student
+        speaks at `speed` itself (its pace input), as generated."""
         if speed == 1.0:
             return None
+        if speed > 1 and self.student.faster_in_z:
+            assert self.flow is not None  # the config asks for teacher_latent "prior"
+            return ZResampling(speed, self.frames_per_step, self.channels, self._prior_frames,
+                               self.flow.flow_from_prior, FLOW_CONTEXT)
         exponent = self.student.retime_faster if speed > 1 else self.student.retime_slower
         if exponent is None:
             return None
@@ -275,18 +280,26 @@ class StudentFamily(FlowLMStages):
     def new_decoder_state(self, batch_size: int = 1) -> dict[str, torch.Tensor]:
         return {"history": torch.zeros(batch_size, *self.decoder_state_shapes()["history"])}
 
+    def _prior_frames(self, latent: torch.Tensor) -> torch.Tensor:
+        """One AR step's latent [D] -> the teacher frames it holds [G, C]."""
+        return ungroup_frames(self.flow_lm.denormalize(latent)[None], self.channels)
+
     @torch.no_grad()
     def decode(self, latents: torch.Tensor, state: dict[str, torch.Tensor],
-               num_frames: int | None = None, history: int = 0) -> torch.Tensor:
+               num_frames: int | None = None, history: int = 0, z: bool = False
+               ) -> torch.Tensor:
         """latents [B, N + L, D]: N new steps then L lookahead steps; `history` steps of the
-        slot's past are prepended. Returns PCM [B, N * samples_per_frame] (new only)."""
+        slot's past are prepended. Returns PCM [B, N * samples_per_frame] (new only).
+        `z`: the latents are z frames already (a clause stage resampled them: ZResampler),
+        read by HiFi-GAN as they are; the slot's history then holds z too."""
         steps = latents.shape[1] if num_frames is None else num_frames
         group = self.frames_per_step
-        frames = ungroup_frames(self.flow_lm.denormalize(latents), self.channels).transpose(1, 2)
+        frames = latents if z else self.flow_lm.denormalize(latents)
+        frames = ungroup_frames(frames, self.channels).transpose(1, 2)
         kept = state["history"].shape[2]
         past = state["history"][:, :, kept - history * group:] if history else frames[:, :, :0]
         window = torch.cat([past, frames], dim=2)  # [B, C, (h + N + L) * G]
-        if self.flow is not None:  # the teacher's prior -> z (onnxruntime, all rows at once)
+        if self.flow is not None and not z:  # the prior -> z (onnxruntime, all rows at once)
             window = self.flow.flow_from_prior(window).to(frames.device)
         # HiFi-GAN reaches DECODER_CONTEXT_FRAMES either side: the wider window the flow
         # needed is cut down to that before the (costlier) vocoder.
@@ -336,6 +349,8 @@ class StudentFamily(FlowLMStages):
                 break
             frames.append(latent[0])
         latents = torch.stack(frames) if frames else torch.zeros(0, self.latent_dim)
+        if isinstance(retiming, ZResampling):
+            return resample_z_latents(latents, retiming)  # decoded with z=True
         return latents if retiming is None else retime_latents(latents, retiming)
 
     def max_frames(self, num_ids: int, speed: float = 1.0) -> int:
@@ -358,6 +373,7 @@ class StudentFamily(FlowLMStages):
         previous clause's ids and what came before them."""
         params = params or StudentParams(seed=seed)
         generator = torch.Generator().manual_seed(params.seed)
+        z = isinstance(self.retiming(params.speed), ZResampling)
         pieces = []
         kv, steps_start = None, 0  # steps_start: where the last clause's AR steps began
         for clause in split_text(text, self.count_tokens, max_tokens):
@@ -372,7 +388,7 @@ class StudentFamily(FlowLMStages):
             steps_start = kv.start + kv.length + len(ids)
             latents = self.clause_latents(ids, kv, params, generator)
             if len(latents):
-                pieces.append(self.decode(latents[None], self.new_decoder_state())[0])
+                pieces.append(self.decode(latents[None], self.new_decoder_state(), z=z)[0])
         return torch.cat(pieces) if pieces else torch.zeros(0)
 
 

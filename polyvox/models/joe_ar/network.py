@@ -82,6 +82,10 @@ class StudentConfig:
     retime_faster: float | None = None
     retime_slower: float | None = None
     run_counts: tuple[float, ...] = ()
+    # Faster speech by resampling z instead (docs/distill.md, session 33): the student
+    # speaks at speed 1 and the teacher flow's output is resampled linearly in time
+    # (polyvox.models.retime.ZResampling); retime_faster is then unused.
+    faster_in_z: bool = False
     default_eos_threshold: float = 0.0  # EOS logit above which a clause ends
     frames_after_eos: int = 0  # AR steps kept after the EOS step
     weights_path: str | None = None  # relative to the config file
@@ -114,6 +118,9 @@ class StudentConfig:
                              "student (its frames come in runs) and the teacher's run_counts")
         if any(e is not None and not e > 0 for e in (self.retime_faster, self.retime_slower)):
             raise ValueError("a retiming exponent must be positive")
+        if self.faster_in_z and self.teacher_latent != "prior":
+            raise ValueError("faster_in_z resamples the teacher flow's output: it needs "
+                             "teacher_latent 'prior' (the decoder runs that flow)")
         object.__setattr__(self, "run_counts", tuple(float(c) for c in self.run_counts))
         if self.text_features == "teacher_prior" and self.teacher_latent != "prior":
             raise ValueError("text_features 'teacher_prior' needs teacher_latent 'prior' "
