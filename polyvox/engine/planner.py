@@ -165,27 +165,28 @@ class BatchedPlanner:
             # buffer let it go first (their chunk waits a step); work is reordered, not lost.
             if work.starting and slack is not None and self._can_wait_two_steps(slack, costs):
                 continue
-            size = self._chunk_size(slack, stream.ready - rules.lookahead)
+            lookahead = rules.lookahead if stream.lookahead is None else stream.lookahead
+            size = self._chunk_size(slack, stream.ready - lookahead)
             waits = self._waits_for_tick(view, slack, work.overloaded, costs, rows)
             # NOTE: on the tick a stream takes what is ready, so that it joins the phase;
             # so do first chunks once one of them is overdue.
             if waits is None or (slack is None and overdue):
-                size = min(size, max(rules.min_chunk, stream.ready - rules.lookahead))
+                size = min(size, max(rules.min_chunk, stream.ready - lookahead))
             history = min(rules.max_history, stream.decoded_in_clause)
             if stream.to_clause_end is not None:  # no more frames will come for that clause
                 until_end = stream.to_clause_end
                 if until_end == 0:
                     continue  # already decoded: the engine marks the clause end
-                if until_end < size + rules.lookahead:
+                if until_end < size + lookahead:
                     frames = min(size, until_end)
                     # NOTE: lookahead never crosses a clause end (clauses may be separate
                     # utterances); in chained Pocket mode lookahead is 0 anyway.
                     chunks.append((Chunk(stream.key, frames,
-                                         min(rules.lookahead, until_end - frames), history),
+                                         min(lookahead, until_end - frames), history),
                                    stream))
                     continue
-            if stream.ready >= size + rules.lookahead and not waits:
-                chunks.append((Chunk(stream.key, size, rules.lookahead, history), stream))
+            if stream.ready >= size + lookahead and not waits:
+                chunks.append((Chunk(stream.key, size, lookahead, history), stream))
         deadline = self._leave_room_for_next_chunks(view, chunks, now, costs, work, rows)
         return self._within_deadline(chunks, now, costs, work, deadline, rows, overdue)
 

@@ -29,6 +29,7 @@ class StreamView(NamedTuple):
     to_clause_end: int | None  # frames until a finished clause's end (None: none finished)
     decoded_in_clause: int  # frames decoded since its decoder last (re)started
     rest_frames: int  # a clause computed in pieces: frames still to compute
+    lookahead: int | None = None  # frames its decoder reads after a chunk (None: the rules')
 
     def slack(self, now: float) -> float:
         return listener_slack(self.first_audio, self.audio_seconds, now)

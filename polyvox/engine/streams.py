@@ -62,7 +62,8 @@ class Streams:
                 request.audio_seconds(rate), request.status is Status.RUNNING,
                 request.has_work, request.is_generating, tokens, len(request.pending_latents),
                 request.progress.to_clause_end, request.progress.decoded_in_clause,
-                partial.total_frames - partial.frames_given if partial is not None else 0))
+                partial.total_frames - partial.frames_given if partial is not None else 0,
+                request.decoder_lookahead))
         return View(tuple(views), ar_steps, stepped, turn)
 
     def _may_start_clause(self, request: Request) -> bool:
@@ -157,6 +158,7 @@ class Streams:
                                     features=plan.features, retimer=stage)
             if stage is not None:
                 request.decode_options = stage.decode_options
+                request.decoder_lookahead = stage.decoder_lookahead
             request.last_latent = None
             items.append(PrefillItem(request, plan.tokens, positions, slots,
                                      features=plan.features))

@@ -97,9 +97,12 @@ def retime_latents(latents: torch.Tensor, retiming: Retiming) -> torch.Tensor:
 class ClauseStage(Protocol):
     """What the engine keeps per clause between the AR step and the decoder: `push` one
     AR step's latent, get the latents complete so far; `finish` at the clause's end gives
-    the rest. `decode_options`: what the family's decode is told about those latents."""
+    the rest. `decode_options`: what the family's decode is told about those latents;
+    `decoder_lookahead`: the AR steps its decoder reads after a chunk of them (None: the
+    family's traits.decoder_lookahead)."""
 
     decode_options: dict[str, bool]
+    decoder_lookahead: int | None
 
     def push(self, latent: torch.Tensor) -> list[torch.Tensor]: ...
 
@@ -111,6 +114,7 @@ class Retimer:
     latents complete so far; `finish` at the clause's end gives the rest."""
 
     decode_options: ClassVar[dict[str, bool]] = {}
+    decoder_lookahead: ClassVar[int | None] = None
 
     def __init__(self, retiming: Retiming) -> None:
         self.retiming = retiming
@@ -177,6 +181,7 @@ class ZResampling:
     flow: Callable[[torch.Tensor], torch.Tensor] = field(compare=False)
     context: int = 32
     block: int = 16  # source frames the streaming flow finishes per call (at least)
+    decoder_lookahead: int | None = None  # the decoder's, reading z (ClauseStage)
 
     def __post_init__(self) -> None:
         if not (self.speed > 0 and self.group >= 1 and self.channels >= 1
@@ -238,6 +243,7 @@ class ZResampler:
 
     def __init__(self, resampling: ZResampling) -> None:
         self.resampling = resampling
+        self.decoder_lookahead = resampling.decoder_lookahead
         self._reset()
 
     def _reset(self) -> None:

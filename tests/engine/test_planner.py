@@ -169,6 +169,20 @@ def test_a_chunk_never_crosses_the_end_of_its_clause():
     assert chunks == {"a": 3}  # b's clause end is already decoded: the engine marks it
 
 
+def test_a_stream_s_own_decoder_lookahead_replaces_the_family_s():
+    """A stream whose clause stage says its decoder reads fewer frames after a chunk (z
+    resampled: HiFi-GAN's reach only) is decoded once that many are ready, and its chunk
+    carries that lookahead; the others keep the family's."""
+    rules = dataclasses.replace(RULES, lookahead=11)
+    own = stream("own", 0.2, ready=7)._replace(lookahead=3)
+    family = stream("family", 0.2, ready=7)
+    planner = BatchedPlanner(rules)
+    view = View((own, family), 1, True)
+    work = planner.plan_work(view, NOW, costs())
+    chunks = planner.plan_decodes(view, NOW, costs(), work)
+    assert [(c.key, c.frames, c.lookahead) for c in chunks] == [("own", 4, 3)]
+
+
 # --- first audio -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("waited, engine_step, frames", [

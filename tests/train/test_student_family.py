@@ -288,6 +288,8 @@ def test_a_student_speeding_up_in_z_is_alike_batched_alone_and_offline(
     plain = _params(family, 0)
     plan, base = family.plan_clause(TEXT, fast), family.plan_clause(TEXT, plain)
     assert isinstance(plan.retime, ZResampling) and base.retime is None
+    # its decoder reads z with HiFi-GAN alone: less lookahead than the flow needs
+    assert plan.retime.decoder_lookahead < family.traits.decoder_lookahead
     assert family.retiming(0.75) is None  # slower speech: the pace input
     assert plan.max_frames == base.max_frames and torch.equal(plan.features, base.features)
     engine = _engine(family)

@@ -217,8 +217,11 @@ class StudentFamily(FlowLMStages):
             return None
         if speed > 1 and self.student.faster_in_z:
             assert self.flow is not None  # the config asks for teacher_latent "prior"
+            # the decoder reads that z with HiFi-GAN alone: its reach, not the flow's
+            lookahead = math.ceil(DECODER_CONTEXT_FRAMES / self.frames_per_step)
             return ZResampling(speed, self.frames_per_step, self.channels, self._prior_frames,
-                               self.flow.flow_from_prior, FLOW_CONTEXT)
+                               self.flow.flow_from_prior, FLOW_CONTEXT,
+                               decoder_lookahead=lookahead)
         exponent = self.student.retime_faster if speed > 1 else self.student.retime_slower
         if exponent is None:
             return None
