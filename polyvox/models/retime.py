@@ -237,7 +237,8 @@ def resample_z_latents(latents: torch.Tensor, resampling: ZResampling) -> torch.
 class ZResampler:
     """`resample_z_latents` as the latents come. The flow runs on the source frames in
     blocks once `context` frames after a block are known (and on the rest at the end);
-    an output frame comes out once the z either side of its source time is final."""
+    an output frame comes out once the z either side of its source time is final. What
+    is kept is bounded: the source frames the flow still reads, the z still to be read."""
 
     decode_options: ClassVar[dict[str, bool]] = {"z": True}
 
@@ -247,23 +248,38 @@ class ZResampler:
         self._reset()
 
     def _reset(self) -> None:
-        self._prior: list[torch.Tensor] = []  # source frames [C] of this clause
-        self._z = torch.zeros(self.resampling.channels, 0)  # final z of the first frames
+        self._prior: list[torch.Tensor] = []  # source frames [C] from _prior_first on
+        self._prior_first = 0
+        self._z = torch.zeros(self.resampling.channels, 0)  # final z from _z_first on
+        self._z_first = 0
         self._next = 0  # the next output frame
         self._frames: list[torch.Tensor] = []  # output frames not yet in a whole latent
+
+    @property
+    def held_frames(self) -> int:
+        """Source frames kept (the flow's context and what it has not run on yet)."""
+        return len(self._prior)
+
+    @property
+    def _received(self) -> int:
+        return self._prior_first + len(self._prior)
+
+    @property
+    def _done(self) -> int:
+        return self._z_first + self._z.shape[1]
 
     def push(self, latent: torch.Tensor) -> list[torch.Tensor]:
         r = self.resampling
         self._prior.extend(r.frames_of(latent))
-        if len(self._prior) - self._z.shape[1] >= r.block + r.context:
-            self._flow_to(len(self._prior) - r.context)
-        while math.floor(r.source_time(self._next)) + 1 < self._z.shape[1]:
+        if self._received - self._done >= r.block + r.context:
+            self._flow_to(self._received - r.context)
+        while math.floor(r.source_time(self._next)) + 1 < self._done:
             self._emit(None)
         return _whole(self._frames, r.group)
 
     def finish(self) -> list[torch.Tensor]:
         """The clause ended: the rest of its z, resampled; the last latent completed."""
-        frames = len(self._prior)
+        frames = self._received
         if frames:
             self._flow_to(frames)
             while self._next < self.resampling.output_frames(frames):
@@ -275,14 +291,24 @@ class ZResampler:
 
     def _flow_to(self, stop: int) -> None:
         """Final z up to source frame `stop`: the flow over the frames not yet final,
-        with `context` frames either side (fewer at the clause's ends)."""
-        r, done = self.resampling, self._z.shape[1]
+        with `context` frames either side (fewer at the clause's ends); the source frames
+        no later call reads are dropped."""
+        r, done, base = self.resampling, self._done, self._prior_first
         first = max(0, done - r.context)
-        last = min(len(self._prior), stop + r.context)
-        z = r.flow(torch.stack(self._prior[first:last]).T)
+        last = min(self._received, stop + r.context)
+        z = r.flow(torch.stack(self._prior[first - base: last - base]).T)
         self._z = torch.cat([self._z, z[:, done - first: stop - first]], 1)
+        drop = max(0, stop - r.context - base)
+        del self._prior[:drop]
+        self._prior_first += drop
 
     def _emit(self, frames: int | None) -> None:
-        time = self.resampling.source_time(self._next, frames)
+        time = self.resampling.source_time(self._next, frames) - self._z_first
         self._frames.append(_read_z(self._z, time))
         self._next += 1
+        # z before the next output frame's source time is never read again
+        drop = min(math.floor(self.resampling.source_time(self._next)) - self._z_first,
+                   self._z.shape[1])
+        if frames is None and drop > 0:
+            self._z = self._z[:, drop:]
+            self._z_first += drop

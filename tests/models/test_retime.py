@@ -148,7 +148,7 @@ def test_resampled_z_reads_the_flow_s_output_at_speed_times_the_output_time() ->
 
 
 @pytest.mark.parametrize("group", [1, 4])
-@pytest.mark.parametrize("speed", [1.25, 1.5, 2.0])
+@pytest.mark.parametrize("speed", [0.75, 1.25, 1.5, 2.0, 3.0])
 def test_streamed_z_resampling_equals_the_whole_clause_at_once(group: int,
                                                                speed: float) -> None:
     """Latents pushed one by one give what the flow and resampling of the whole clause
@@ -168,6 +168,8 @@ def test_streamed_z_resampling_equals_the_whole_clause_at_once(group: int,
             pushed += group
             lag = pushed - len(streamed) * group * speed
             assert lag <= resampling.context + resampling.block + 2 * group * speed + 2
+            # the source frames kept: the flow's context either side and a block at most
+            assert stage.held_frames <= 2 * resampling.context + resampling.block + group
         streamed += stage.finish()
         torch.testing.assert_close(torch.stack(streamed),
                                    resample_z_latents(latents, resampling),

@@ -66,7 +66,7 @@ def test_say_writes_the_servers_samples(default_server: Server, tmp_path: Path) 
 
 def test_say_at_another_speed_writes_the_servers_samples(default_server: Server,
                                                          tmp_path: Path) -> None:
-    """joe-ar faster (its frames retimed as they come) and slower (its pace input): the
+    """joe-ar faster (its z resampled as it comes) and slower (its pace input): the
     CLI and the server say the same samples, at about 1 / speed of the length at 1."""
     text = TEXTS[2]
     normal = _server_pcm(default_server, text, 0, 22050)
