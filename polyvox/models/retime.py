@@ -180,12 +180,16 @@ class ZResampling:
     frames_of: Callable[[torch.Tensor], torch.Tensor] = field(compare=False)
     flow: Callable[[torch.Tensor], torch.Tensor] = field(compare=False)
     context: int = 32
-    block: int = 16  # source frames the streaming flow finishes per call (at least)
+    # Source frames the streaming flow finishes per call, at least: few for a clause's
+    # first call (its first audio waits for it), more after (each call also runs the
+    # flow on `context` frames either side)
+    first_block: int = 16
+    block: int = 64
     decoder_lookahead: int | None = None  # the decoder's, reading z (ClauseStage)
 
     def __post_init__(self) -> None:
         if not (self.speed > 0 and self.group >= 1 and self.channels >= 1
-                and self.context >= 0 and self.block >= 1):
+                and self.context >= 0 and self.first_block >= 1 and self.block >= 1):
             raise ValueError(f"not a z resampling: {self}")
 
     def stage(self) -> ZResampler:
@@ -271,7 +275,8 @@ class ZResampler:
     def push(self, latent: torch.Tensor) -> list[torch.Tensor]:
         r = self.resampling
         self._prior.extend(r.frames_of(latent))
-        if self._received - self._done >= r.block + r.context:
+        block = r.block if self._done else r.first_block
+        if self._received - self._done >= block + r.context:
             self._flow_to(self._received - r.context)
         while math.floor(r.source_time(self._next)) + 1 < self._done:
             self._emit(None)

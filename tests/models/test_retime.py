@@ -124,9 +124,9 @@ def _local_flow(context: int, seed: int = 0):
     return flow
 
 
-def _z_resampling(speed: float, group: int, context: int = 5, block: int = 3) -> ZResampling:
+def _z_resampling(speed: float, group: int, context: int = 5) -> ZResampling:
     return ZResampling(speed, group, CHANNELS, lambda latent: latent.reshape(-1, CHANNELS),
-                       _local_flow(context), context=context, block=block)
+                       _local_flow(context), context=context, first_block=3, block=7)
 
 
 def test_resampled_z_reads_the_flow_s_output_at_speed_times_the_output_time() -> None:

