@@ -32,6 +32,9 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
   latent, before HiFi-GAN) is resampled linearly in time to `--speed`; warpA+zX: both,
   z taking the share X of the log speed and warpA the rest; zwarpA: z resampled along
   warpA's time map, unrounded (a run of d frames lasts c x d^A frames, fractions kept);
+- zsilA: zlin, but the frames of pauses (the clause's start and end, punctuation, and the
+  pad after them) are compressed A times as much as the others, the clause still 1 /
+  speed as long;
 - plin: the student speaks at speed 1 and its prior frames (before the teacher's flow) are
   resampled linearly in time to `--speed` (what a per-clause stage before the decoder
   could do, where zlin needs the decoder itself);
@@ -96,6 +99,8 @@ def parse_way(text: str) -> Way:
         return Way("warp", 1.0, z_share=1.0)
     if text == "plin":
         return Way("plin")
+    if named := re.fullmatch(r"zsil([\d.]+)", text):
+        return Way("zsil", float(named[1]))
     if mixed := re.fullmatch(r"warp([\d.]+)\+z([\d.]+)", text):
         return Way("warp", float(mixed[1]), z_share=float(mixed[2]))
     if named := re.fullmatch(r"(snap|soft|noise|teacher|warp)([\d.]+)", text):
@@ -137,7 +142,7 @@ def student_clause(family: StudentFamily, ids: list[int], way: Way,
                    generator: torch.Generator, speed: float = 1.0) -> torch.Tensor:
     """The clause's prior frames [T, C] as the student generates them under `way`."""
     params = StudentParams(temperature=way.temperature,
-                           speed=1.0 if way.kind in ("warp", "wsola", "plin") else speed)
+                           speed=1.0 if way.kind in ("warp", "wsola", "plin", "zsil") else speed)
     clause = Clause(family, ids)
     kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
     tokens = torch.tensor(ids)
@@ -210,6 +215,29 @@ def resample_along_runs(z: torch.Tensor, frames: torch.Tensor, speed: float,
     return z[:, low] * (1 - weight) + z[:, high] * weight
 
 
+PAUSE_IDS = {1, 2, 4, 8, 10, 11, 12, 13}  # ^ $ ! , . : ; ? in Piper's phoneme map
+
+
+def resample_pauses(z: torch.Tensor, frames: torch.Tensor, means: torch.Tensor,
+                    ids: list[int], speed: float, factor: float) -> torch.Tensor:
+    """z [C, T] resampled to T / speed frames, the frames of pauses (each frame's id: the
+    nearest of the clause's id encodings) lasting 1 / factor of the others' output time."""
+    nearest = torch.cdist(frames, means).argmin(1).tolist()
+    pause = [ids[i] in PAUSE_IDS or (i and ids[i] == 0 and ids[i - 1] in PAUSE_IDS)
+             for i in nearest]
+    weights = torch.tensor([1 / factor if p else 1.0 for p in pause], dtype=torch.float64)
+    size = max(1, round(len(frames) / speed))
+    lengths = weights * size / float(weights.sum())  # output frames per source frame
+    edges = torch.cat([torch.zeros(1, dtype=torch.float64), lengths.cumsum(0)])
+    t = torch.arange(size, dtype=torch.float64) + 0.5
+    frame = (torch.searchsorted(edges, t, right=True) - 1).clamp(0, len(frames) - 1)
+    source = (frame + (t - edges[frame]) / lengths[frame] - 0.5).clamp(0, z.shape[-1] - 1)
+    low = source.floor().long()
+    high = (low + 1).clamp(max=z.shape[-1] - 1)
+    weight = (source - low).float()
+    return z[:, low] * (1 - weight) + z[:, high] * weight
+
+
 def speak(family: StudentFamily, text: str, way: Way, seed: int,
           speed: float = 1.0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
@@ -231,7 +259,10 @@ def speak(family: StudentFamily, text: str, way: Way, seed: int,
                                                          mode="linear")[0].T
             assert family.flow is not None
             z = family.flow.flow_from_prior(frames.T)
-            if way.z_map and speed != 1.0:
+            if way.kind == "zsil" and speed != 1.0:
+                z = resample_pauses(z, frames, Clause(family, ids).means, ids, speed,
+                                    way.amount)
+            elif way.z_map and speed != 1.0:
                 z = resample_along_runs(z, frames, speed, way.z_map)
             elif way.z_share and speed != 1.0:  # [C, T] resampled in time
                 size = max(1, round(z.shape[-1] / speed ** way.z_share))
