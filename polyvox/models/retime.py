@@ -159,11 +159,7 @@ class Retimer:
         self._run, self._length = None, 0
 
     def _whole_latents(self) -> list[torch.Tensor]:
-        group = self.retiming.group
-        count = len(self._frames) // group
-        latents = [torch.cat(self._frames[i * group: (i + 1) * group]) for i in range(count)]
-        del self._frames[: count * group]
-        return latents
+        return _whole(self._frames, self.retiming.group)
 
 
 

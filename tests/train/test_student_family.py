@@ -224,6 +224,33 @@ def test_a_pointer_student_draws_nothing_so_the_seed_changes_nothing(family) -> 
         assert audio[0].shape != audio[1].shape or (audio[0] - audio[1]).abs().max() > 1e-3
 
 
+def _fast_and_plain_alike(family, fast, plain) -> dict[str, torch.Tensor]:
+    """A fast and a plain request batched equal each alone and the offline reference, and
+    the overlapped loop with fixed shapes (the GPU's: EOS read a step late, the step past a
+    clause's end undone) gives the same audio; returns the batched audio by name."""
+    engine = _engine(family)
+    engine.add_request(TEXT, "default", fast, request_id="fast")
+    engine.add_request(TEXT, "default", plain, request_id="plain")
+    together = run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+    for rid, params in (("fast", fast), ("plain", plain)):
+        engine = _engine(family)
+        engine.add_request(TEXT, "default", params, request_id=rid)
+        alone = run_to_completion(engine)[rid]
+        torch.testing.assert_close(alone, family.synthesize(TEXT, params=params,
+                                                            max_tokens=400),
+                                   atol=1e-4, rtol=0)
+        torch.testing.assert_close(together[rid], alone, atol=2e-4, rtol=0)
+    engine = _engine(family, overlap=True, graphs="shaped")
+    engine.add_request(TEXT, "default", fast, request_id="fast")
+    engine.add_request(TEXT, "default", plain, request_id="plain")
+    overlapped = run_to_completion(engine)
+    assert engine.is_idle() and engine.check_integrity()
+    for rid in ("fast", "plain"):
+        torch.testing.assert_close(overlapped[rid], together[rid], atol=2e-4, rtol=0)
+    return together
+
+
 def test_a_retimed_pointer_student_speeds_up_alike_batched_alone_and_offline(
         tiny_config, teacher, tmp_path) -> None:
     """Faster speech by retiming (polyvox.models.retime): the student speaks at speed 1 (its
@@ -245,29 +272,8 @@ def test_a_retimed_pointer_student_speeds_up_alike_batched_alone_and_offline(
     plan, base = family.plan_clause(TEXT, fast), family.plan_clause(TEXT, plain)
     assert plan.retime is not None and base.retime is None
     assert plan.max_frames == base.max_frames and torch.equal(plan.features, base.features)
-    engine = _engine(family)
-    engine.add_request(TEXT, "default", fast, request_id="fast")
-    engine.add_request(TEXT, "default", plain, request_id="plain")
-    together = run_to_completion(engine)
-    assert engine.is_idle() and engine.check_integrity()
-    for rid, params in (("fast", fast), ("plain", plain)):
-        engine = _engine(family)
-        engine.add_request(TEXT, "default", params, request_id=rid)
-        alone = run_to_completion(engine)[rid]
-        torch.testing.assert_close(alone, family.synthesize(TEXT, params=params,
-                                                            max_tokens=400),
-                                   atol=1e-4, rtol=0)
-        torch.testing.assert_close(together[rid], alone, atol=2e-4, rtol=0)
+    together = _fast_and_plain_alike(family, fast, plain)
     assert len(together["fast"]) < 0.8 * len(together["plain"])
-    # the overlapped loop (the GPU's: EOS read a step late, the step past a clause's end
-    # undone) retimes the same frames
-    engine = _engine(family, overlap=True, graphs="shaped")
-    engine.add_request(TEXT, "default", fast, request_id="fast")
-    engine.add_request(TEXT, "default", plain, request_id="plain")
-    overlapped = run_to_completion(engine)
-    assert engine.is_idle() and engine.check_integrity()
-    for rid in ("fast", "plain"):
-        torch.testing.assert_close(overlapped[rid], together[rid], atol=2e-4, rtol=0)
 
 
 def test_a_student_speeding_up_in_z_is_alike_batched_alone_and_offline(
@@ -280,6 +286,9 @@ def test_a_student_speeding_up_in_z_is_alike_batched_alone_and_offline(
     from polyvox.models.joe_ar.family import load_student_family
     from polyvox.models.retime import ZResampling
 
+    with pytest.raises(ValueError, match="faster_in_z"):  # no flow in the decoder
+        dataclasses.replace(tiny_config, teacher_latent="z", text_features=None,
+                            faster_in_z=True)
     config = dataclasses.replace(
         tiny_config, teacher_latent="prior", text_features="teacher_prior", pointer_width=32,
         pointer_context=True, faster_in_z=True)
@@ -294,27 +303,7 @@ def test_a_student_speeding_up_in_z_is_alike_batched_alone_and_offline(
     assert plan.retime.decoder_lookahead < family.traits.decoder_lookahead
     assert family.retiming(0.75) is None  # slower speech: the pace input
     assert plan.max_frames == base.max_frames and torch.equal(plan.features, base.features)
-    engine = _engine(family)
-    engine.add_request(TEXT, "default", fast, request_id="fast")
-    engine.add_request(TEXT, "default", plain, request_id="plain")
-    together = run_to_completion(engine)
-    assert engine.is_idle() and engine.check_integrity()
-    for rid, params in (("fast", fast), ("plain", plain)):
-        engine = _engine(family)
-        engine.add_request(TEXT, "default", params, request_id=rid)
-        alone = run_to_completion(engine)[rid]
-        torch.testing.assert_close(alone, family.synthesize(TEXT, params=params,
-                                                            max_tokens=400),
-                                   atol=1e-4, rtol=0)
-        torch.testing.assert_close(together[rid], alone, atol=2e-4, rtol=0)
+    together = _fast_and_plain_alike(family, fast, plain)
     clauses = len(split_text(TEXT, family.count_tokens, 400))
     latent = family.frames_per_step * family.hifigan.hop_length
     assert abs(len(together["fast"]) - len(together["plain"]) / 1.5) <= clauses * latent
-    # the overlapped loop with fixed shapes (the GPU's): the same audio
-    engine = _engine(family, overlap=True, graphs="shaped")
-    engine.add_request(TEXT, "default", fast, request_id="fast")
-    engine.add_request(TEXT, "default", plain, request_id="plain")
-    overlapped = run_to_completion(engine)
-    assert engine.is_idle() and engine.check_integrity()
-    for rid in ("fast", "plain"):
-        torch.testing.assert_close(overlapped[rid], together[rid], atol=2e-4, rtol=0)
