@@ -14,9 +14,7 @@ waits in a FIFO queue, so queued requests start in arrival order, unless
     queued requests waited (an exponential average too, from 1: a turn can come later
     than a stream's mean says, e.g. while listeners behind hold everyone back; it fades
     back towards 1 with a half-life of 30 s without a queued request to measure),
-in which case it is refused at once with 429 and a Retry-After (and a Retry-After-Ms:
-the same hint spread at random over the second after it, so that callers refused together
-do not all come back in the same instant). Before the model is
+in which case it is refused at once with 429 and a Retry-After. Before the model is
 loaded and while shutting down every request is refused with 503. A refused or queued
 request holds nothing in the engine: the engine sees a request only once it has its turn.
 
@@ -32,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -44,24 +41,15 @@ PRIOR_SERVICE_SECONDS = 3.0  # a turn's length before any has ended: a sentence 
 WAIT_AVERAGING = 0.2  # weight of the newest queued request in the waits' averages
 WAIT_RATIO_BOUNDS = (0.5, 20.0)  # measured / estimated waits, as the estimates are scaled
 WAIT_RATIO_HALF_LIFE_SECONDS = 30.0  # without new waits the ratio fades back towards 1
-# A refusal's retry hint is spread uniformly over this long after the predicted time: the
-# callers a burst brought, refused together, would otherwise all retry at once, and the
-# last of that herd waits behind all the others' handling (docs/perf.md, session 33).
-RETRY_SPREAD_SECONDS = 1.0
 
 
 class Rejected(Exception):
     """The request is refused; nothing was allocated for it."""
 
-    def __init__(self, status: int, reason: str, message: str, retry_after_ms: int) -> None:
+    def __init__(self, status: int, reason: str, message: str, retry_after: int) -> None:
         super().__init__(message)
-        self.status, self.reason, self.message, self.retry_after_ms = (
-            status, reason, message, retry_after_ms)
-
-    @property
-    def retry_after(self) -> int:
-        """The hint in whole seconds (HTTP's Retry-After), to the nearest second."""
-        return max(1, math.floor(self.retry_after_ms / 1000 + 0.5))
+        self.status, self.reason, self.message, self.retry_after = (
+            status, reason, message, retry_after)
 
 
 @dataclass
@@ -91,7 +79,6 @@ class Admission:
         self._waits = (0.0, 0.0)
         self._waited_at = 0.0  # when the last queued request got its turn
         self.clock: Callable[[], float] = time.monotonic
-        self.random = random.Random()  # spreads the retry hints
 
     @property
     def num_queued(self) -> int:
@@ -153,28 +140,22 @@ class Admission:
         excess = self.estimated_wait(self.num_queued + 1) - self.wait_limit
         return max(1, math.ceil(max(excess, self.estimated_wait(1))))
 
-    def retry_after_ms(self) -> int:
-        """A refused caller's hint: `retry_after` spread at random over the
-        RETRY_SPREAD_SECONDS after it, in milliseconds."""
-        spread = self.random.uniform(0.0, RETRY_SPREAD_SECONDS)
-        return round(1000 * (self.retry_after() + spread))
-
     def check(self) -> None:
         """Raise Rejected when a request arriving now would be refused."""
         if not self.is_ready:
             raise Rejected(503, "not_ready", "the server is not ready (loading the model or "
-                           "shutting down); retry shortly", 1000 * NOT_READY_RETRY_SECONDS)
+                           "shutting down); retry shortly", NOT_READY_RETRY_SECONDS)
         if self._has_room():
             return
         if len(self._queue) >= self.max_queued:
             raise Rejected(429, "queue_full", f"too many requests: {self.num_running} streams "
                            f"running and {len(self._queue)} queued (the limit); retry later",
-                           self.retry_after_ms())
+                           self.retry_after())
         wait, limit = self.estimated_wait(len(self._queue) + 1), self.wait_limit
         if wait > limit:
             raise Rejected(429, "wait_too_long", f"too many requests: the estimated wait is "
                            f"{wait:.2f} s, over the {limit:.2f} s limit; retry later",
-                           self.retry_after_ms())
+                           self.retry_after())
 
     async def acquire(self) -> Ticket:
         """Wait for a turn (FIFO); raises Rejected at once when refused."""

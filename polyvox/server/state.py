@@ -55,8 +55,7 @@ class ServerState:
             self.metrics.refusal.observe(time.monotonic()
                                          - (asked if started is None else started))
             raise APIError(rejected.status, rejected.message, code=rejected.reason,
-                           headers={"Retry-After": str(rejected.retry_after),
-                                    "Retry-After-Ms": str(rejected.retry_after_ms)}) from None
+                           headers={"Retry-After": str(rejected.retry_after)}) from None
         self.metrics.queue_wait.observe(time.monotonic() - asked)
         return ticket
 
