@@ -11,6 +11,8 @@
 #
 # OVERLOAD_STREAMS=N uses N as the capacity instead of the learned limit; PORT (default
 # 8791) is the server's port; PYTHON the interpreter (default: .venv's, else python3).
+# BENCH_NICE=N runs the benchmark client at that niceness (negative: ahead of the server,
+# as a client on its own machine would be; needs the privilege).
 # OPEN_RATES="3,9,28" adds open-loop rounds at those arrival rates (requests a second) for
 # each burstiness in BURSTINESS (default "1,4": Poisson, and gamma gaps of shape 1/4).
 set -uo pipefail
@@ -51,7 +53,8 @@ echo "== capacity: $CAPACITY streams (learned limit $LIMIT)"
 
 bench() {  # bench NAME FACTOR
   echo "== $1: factor $2, limit now $(ready | $PY -c "import json,sys; print(json.load(sys.stdin)['limit'])")"
-  $PY -m polyvox.cli bench --url "$URL" --overload --overload-streams "$CAPACITY" \
+  nice -n "${BENCH_NICE:-0}" $PY -m polyvox.cli bench --url "$URL" --overload \
+    --overload-streams "$CAPACITY" \
     --overload-factor "$2" --overload-seconds "$SECONDS_PER_RUN" --concurrency 1 \
     --requests 4 --json "$OUT/$1.json" 2>&1 | grep -E "overload|accepted streams" || true
 }
