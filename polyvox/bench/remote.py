@@ -90,6 +90,17 @@ class RemoteClient:
         """HTTP clients made so far: the most HTTP requests in flight at once."""
         return len(self._made)
 
+    def prepare(self, count: int) -> None:
+        """Have `count` HTTP clients ready before a run: made during a run, at ~0.8 ms each
+        in the one event loop every caller shares, a burst's clients would delay the
+        answers to the requests already sent (90 callers at once: ~70 ms on this box)."""
+        if self.transport != "http":
+            return
+        while len(self._made) < count:
+            client = new_http_client(self._tls)
+            self._made.append(client)
+            self._idle.append(client)
+
     async def __aenter__(self) -> RemoteClient:
         return self
 
@@ -277,6 +288,7 @@ async def _run(args: argparse.Namespace) -> int:
         await run_closed_loop(speak, texts, 1, 1, f"warmup-{mode}")
         for concurrency in [int(part) for part in args.concurrency.split(",") if part]:
             console.print(f"{mode} c={concurrency} ...")
+            client.prepare(concurrency)
             records, wall = await run_closed_loop(speak, texts, concurrency, args.requests, mode)
             rows.append(row_for(records, wall, concurrency))
             all_records.extend(records)
@@ -299,6 +311,7 @@ async def _run(args: argparse.Namespace) -> int:
             num_streams = max(1, math.ceil(args.overload_factor * base))
             console.print(f"overload: {num_streams} streams for {args.overload_seconds:g} s ...")
             name = f"{mode}-overload"
+            client.prepare(num_streams)
             records, wall = await run_overload(speak, texts, num_streams,
                                                args.overload_seconds, name)
             overload = overload_report(records, wall, num_streams, args.overload_seconds,
