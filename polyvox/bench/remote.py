@@ -35,6 +35,7 @@ from rich.console import Console
 from polyvox.bench import capacity as capacity_search
 from polyvox.bench import report
 from polyvox.bench.metrics import summarize
+from polyvox.bench.http1 import Connection, Response
 from polyvox.bench.overload import describe, overload_report, run_overload
 from polyvox.bench.records import RequestRecord
 from polyvox.bench.texts import pick_texts
@@ -69,11 +70,13 @@ class RemoteClient:
     """Speaks requests to one server over one transport; `speak` is a `workloads.Speak`.
     Use it as an async context manager (it closes its connections at the end).
 
-    Each HTTP request borrows an httpx client of its own (one keep-alive connection) from
-    a pool that grows to the most requests in flight, so no request waits for a connection
-    on the client side. One shared httpx pool would not do: it scans every connection it
-    holds for each request it sends, and with 200 callers the benchmark measured itself
-    (refusals answered in 2.7 s median, 83 a second, where 16 callers saw 26 ms and 336).
+    Each HTTP request borrows a connection of its own (one keep-alive connection,
+    polyvox.bench.http1) from a pool that grows to the most requests in flight, so no
+    request waits for a connection on the client side. One shared httpx pool would not do:
+    it scans every connection it holds for each request it sends, and with 200 callers the
+    benchmark measured itself (refusals answered in 2.7 s median, 83 a second, where 16
+    callers saw 26 ms and 336); an httpx client per caller still cost ~0.5 ms of CPU per
+    request, more than the server's refusal (session 33).
     """
 
     def __init__(self, info: ServerInfo, transport: str, api_key: str | None) -> None:
@@ -81,8 +84,8 @@ class RemoteClient:
             raise ValueError(f"unknown transport {transport!r}: use http or ws")
         self.info, self.transport = info, transport
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._idle: list[httpx.AsyncClient] = []  # clients no request holds now
-        self._made: list[httpx.AsyncClient] = []  # every client made, closed at the end
+        self._idle: list[Connection] = []  # connections no request holds now
+        self._made: list[Connection] = []  # every connection made, closed at the end
         self._tls = ssl.create_default_context()  # shared: making one per client is slow
 
     @property
@@ -97,7 +100,7 @@ class RemoteClient:
         if self.transport != "http":
             return
         while len(self._made) < count:
-            client = new_http_client(self._tls)
+            client = self._new_connection()
             self._made.append(client)
             self._idle.append(client)
 
@@ -112,12 +115,15 @@ class RemoteClient:
         for client in clients:
             await client.aclose()
 
+    def _new_connection(self) -> Connection:
+        return Connection(self.info.url, self._tls, read_timeout=READ_TIMEOUT_SECONDS)
+
     @asynccontextmanager
-    async def _http(self) -> AsyncIterator[httpx.AsyncClient]:
+    async def _http(self) -> AsyncIterator[Connection]:
         if self._idle:
             client = self._idle.pop()
         else:
-            client = new_http_client(self._tls)
+            client = self._new_connection()
             self._made.append(client)
         try:
             yield client
@@ -145,9 +151,9 @@ class RemoteClient:
             record.sent = time.monotonic()
             await self._stream_http(http, record, body)
 
-    async def _stream_http(self, http: httpx.AsyncClient, record: RequestRecord,
+    async def _stream_http(self, http: Connection, record: RequestRecord,
                            body: dict[str, Any]) -> None:
-        async with http.stream("POST", f"{self.info.url}/v1/audio/speech", json=body,
+        async with http.stream("POST", "/v1/audio/speech", json_body=body,
                                headers=self.headers) as response:
             record.status = response.status_code
             if response.status_code != 200:
@@ -208,7 +214,7 @@ def _record_refusal(record: RequestRecord, retry_after: Any, message: str | None
         record.error = f"HTTP {record.status}: {message}"
 
 
-def _error_message(response: httpx.Response) -> str:
+def _error_message(response: httpx.Response | Response) -> str:
     try:
         return str(response.json()["error"]["message"])
     except (ValueError, KeyError, TypeError):
