@@ -100,6 +100,10 @@ class Connection:
             if not done or answer_headers.get("connection", "").lower() == "close":
                 await self.aclose()
 
+    async def connect(self) -> None:
+        """Open the connection now (else the first request opens it)."""
+        await self._open()
+
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._reader is None or self._writer is None or self._reader.at_eof():
             await self.aclose()

@@ -93,16 +93,18 @@ class RemoteClient:
         """HTTP clients made so far: the most HTTP requests in flight at once."""
         return len(self._made)
 
-    def prepare(self, count: int) -> None:
-        """Have `count` HTTP clients ready before a run: made during a run, at ~0.8 ms each
-        in the one event loop every caller shares, a burst's clients would delay the
-        answers to the requests already sent (90 callers at once: ~70 ms on this box)."""
+    async def prepare(self, count: int) -> None:
+        """Have `count` HTTP connections open before a run, as an agent keeps its
+        connections to the TTS server: opened inside a burst, in the one event loop every
+        caller shares and on the server's cores, they would be measured as the requests'
+        latency (docs/bench.md)."""
         if self.transport != "http":
             return
         while len(self._made) < count:
             client = self._new_connection()
             self._made.append(client)
             self._idle.append(client)
+        await asyncio.gather(*(client.connect() for client in self._idle))
 
     async def __aenter__(self) -> RemoteClient:
         return self
@@ -294,7 +296,7 @@ async def _run(args: argparse.Namespace) -> int:
         await run_closed_loop(speak, texts, 1, 1, f"warmup-{mode}")
         for concurrency in [int(part) for part in args.concurrency.split(",") if part]:
             console.print(f"{mode} c={concurrency} ...")
-            client.prepare(concurrency)
+            await client.prepare(concurrency)
             records, wall = await run_closed_loop(speak, texts, concurrency, args.requests, mode)
             rows.append(row_for(records, wall, concurrency))
             all_records.extend(records)
@@ -317,7 +319,7 @@ async def _run(args: argparse.Namespace) -> int:
             num_streams = max(1, math.ceil(args.overload_factor * base))
             console.print(f"overload: {num_streams} streams for {args.overload_seconds:g} s ...")
             name = f"{mode}-overload"
-            client.prepare(num_streams)
+            await client.prepare(num_streams)
             records, wall = await run_overload(speak, texts, num_streams,
                                                args.overload_seconds, name)
             overload = overload_report(records, wall, num_streams, args.overload_seconds,

@@ -189,8 +189,8 @@ def test_http_callers_each_hold_one_connection_reused_across_their_requests(
         async with connect_client(server.url, "http", None) as client:
             records, _ = await run_closed_loop(client.speak, _texts, 3, 3, "server-http")
             made = [client.num_http_clients]
-            # clients made before a run (as the benchmark's runs do): none during it
-            client.prepare(4)
+            # connections opened before a run (as the benchmark's runs do): none during it
+            await client.prepare(4)
             made.append(client.num_http_clients)
             more, _ = await run_closed_loop(client.speak, _texts, 4, 1, "server-http")
             return records + more, made + [client.num_http_clients]
