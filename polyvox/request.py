@@ -205,8 +205,8 @@ class Request:
     pending_latents: list[torch.Tensor] = field(default_factory=list)  # [D] each
     # what the family's decode is told about them (the clauses' stage: ClauseStage)
     decode_options: dict[str, bool] = field(default_factory=dict)
-    decoder_lookahead: int | None = None  # frames its decoder reads after a chunk (None: the
-    # family's)
+    # frames its decoder reads after a chunk (its clauses' stage; None: the family's)
+    decoder_lookahead: int | None = None
     progress: Progress = field(default_factory=Progress)  # frames, clauses, chunks
     # --- output ---
     num_samples: int = 0

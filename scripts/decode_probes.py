@@ -64,7 +64,7 @@ from polyvox.models.joe_ar.family import (
 from polyvox.models.joe_ar.network import id_features, ungroup_frames
 from polyvox.models.layers.attention import ContiguousKV
 from polyvox.models.piper.front import Scales, Sentence
-from polyvox.models.retime import Retiming, retime_latents, run_starts
+from polyvox.models.retime import Retiming, interpolate_frames, retime_latents, run_starts
 from polyvox.text.clauses import split_text
 from polyvox.text.normalize import make_normalizer
 
@@ -208,11 +208,7 @@ def resample_along_runs(z: torch.Tensor, frames: torch.Tensor, speed: float,
     t = torch.arange(size, dtype=torch.float64) + 0.5  # output frame centres
     run = (torch.searchsorted(out_edges, t, right=True) - 1).clamp(0, len(lengths) - 1)
     source = src_edges[run] + (t - out_edges[run]) / targets[run] * lengths[run] - 0.5
-    source = source.clamp(0, z.shape[-1] - 1)
-    low = source.floor().long()
-    high = (low + 1).clamp(max=z.shape[-1] - 1)
-    weight = (source - low).float()
-    return z[:, low] * (1 - weight) + z[:, high] * weight
+    return interpolate_frames(z, source.clamp(0, z.shape[-1] - 1)).T
 
 
 PAUSE_IDS = {1, 2, 4, 8, 10, 11, 12, 13}  # ^ $ ! , . : ; ? in Piper's phoneme map
@@ -232,10 +228,7 @@ def resample_pauses(z: torch.Tensor, frames: torch.Tensor, means: torch.Tensor,
     t = torch.arange(size, dtype=torch.float64) + 0.5
     frame = (torch.searchsorted(edges, t, right=True) - 1).clamp(0, len(frames) - 1)
     source = (frame + (t - edges[frame]) / lengths[frame] - 0.5).clamp(0, z.shape[-1] - 1)
-    low = source.floor().long()
-    high = (low + 1).clamp(max=z.shape[-1] - 1)
-    weight = (source - low).float()
-    return z[:, low] * (1 - weight) + z[:, high] * weight
+    return interpolate_frames(z, source).T
 
 
 def speak(family: StudentFamily, text: str, way: Way, seed: int,

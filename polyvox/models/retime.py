@@ -162,7 +162,6 @@ class Retimer:
         return _whole(self._frames, self.retiming.group)
 
 
-
 @dataclass(frozen=True)
 class ZResampling:
     """How a clause spoken at speed 1 becomes `speed` by resampling z (the module
@@ -198,17 +197,22 @@ class ZResampling:
         time = (index + 0.5) * self.speed - 0.5
         return max(0.0, time if frames is None else min(time, frames - 1.0))
 
+    def source_times(self, start: int, stop: int, frames: int | None = None) -> torch.Tensor:
+        """`source_time` of output frames [start, stop), [stop - start] float64."""
+        return torch.tensor([self.source_time(j, frames) for j in range(start, stop)],
+                            dtype=torch.float64)
+
     def output_frames(self, frames: int) -> int:
         """Output frames of a clause of `frames` source frames."""
         return max(1, round(frames / self.speed)) if frames else 0
 
 
-def _read_z(z: torch.Tensor, time: float) -> torch.Tensor:
-    """z [C, T] linearly interpolated at a source time in [0, T - 1]."""
-    low = math.floor(time)
-    weight = time - low
-    high = min(low + 1, z.shape[1] - 1)
-    return z[:, low] * (1 - weight) + z[:, high] * weight
+def interpolate_frames(z: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
+    """z [C, T] linearly interpolated at source times [n] within [0, T - 1]: [n, C]."""
+    low = times.floor().long()
+    weight = (times - low).to(z.dtype)
+    high = (low + 1).clamp(max=z.shape[1] - 1)
+    return (z[:, low] * (1 - weight) + z[:, high] * weight).T
 
 
 def _whole(frames: list[torch.Tensor], group: int) -> list[torch.Tensor]:
@@ -228,8 +232,8 @@ def resample_z_latents(latents: torch.Tensor, resampling: ZResampling) -> torch.
     prior = torch.cat([resampling.frames_of(latent) for latent in latents])  # [T, C]
     z = resampling.flow(prior.T)  # [C, T]
     frames = z.shape[1]
-    out = [_read_z(z, resampling.source_time(j, frames))
-           for j in range(resampling.output_frames(frames))]
+    times = resampling.source_times(0, resampling.output_frames(frames), frames)
+    out = list(interpolate_frames(z, times))
     out += [out[-1]] * (-len(out) % resampling.group)
     return torch.stack(out).reshape(-1, width)
 
@@ -274,8 +278,10 @@ class ZResampler:
         block = r.block if self._done else r.first_block
         if self._received - self._done >= block + r.context:
             self._flow_to(self._received - r.context)
-        while math.floor(r.source_time(self._next)) + 1 < self._done:
-            self._emit(None)
+        stop = self._next
+        while math.floor(r.source_time(stop)) + 1 < self._done:
+            stop += 1
+        self._emit(stop, None)
         return _whole(self._frames, r.group)
 
     def finish(self) -> list[torch.Tensor]:
@@ -283,8 +289,7 @@ class ZResampler:
         frames = self._received
         if frames:
             self._flow_to(frames)
-            while self._next < self.resampling.output_frames(frames):
-                self._emit(frames)
+            self._emit(self.resampling.output_frames(frames), frames)
             self._frames += [self._frames[-1]] * (-len(self._frames) % self.resampling.group)
         latents = _whole(self._frames, self.resampling.group)
         self._reset()
@@ -303,12 +308,16 @@ class ZResampler:
         del self._prior[:drop]
         self._prior_first += drop
 
-    def _emit(self, frames: int | None) -> None:
-        time = self.resampling.source_time(self._next, frames) - self._z_first
-        self._frames.append(_read_z(self._z, time))
-        self._next += 1
+    def _emit(self, stop: int, frames: int | None) -> None:
+        """Output frames up to `stop` (`frames`: the clause's, once it ended), read from z
+        at once."""
+        if stop <= self._next:
+            return
+        times = self.resampling.source_times(self._next, stop, frames) - self._z_first
+        self._frames += list(interpolate_frames(self._z, times))
+        self._next = stop
         # z before the next output frame's source time is never read again
-        drop = min(math.floor(self.resampling.source_time(self._next)) - self._z_first,
+        drop = min(math.floor(self.resampling.source_time(stop)) - self._z_first,
                    self._z.shape[1])
         if frames is None and drop > 0:
             self._z = self._z[:, drop:]
