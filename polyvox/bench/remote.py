@@ -86,11 +86,12 @@ class RemoteClient:
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._idle: list[Connection] = []  # connections no request holds now
         self._made: list[Connection] = []  # every connection made, closed at the end
-        self._tls = ssl.create_default_context()  # shared: making one per client is slow
+        self._tls = ssl.create_default_context()  # shared: making one each is slow
 
     @property
     def num_http_clients(self) -> int:
-        """HTTP clients made so far: the most HTTP requests in flight at once."""
+        """HTTP connections made so far: the most HTTP requests in flight at once (or
+        what `prepare` asked for)."""
         return len(self._made)
 
     async def prepare(self, count: int) -> None:
