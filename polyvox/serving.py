@@ -28,6 +28,11 @@ from polyvox.startup import StartupTimes
 
 VOICE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 DEFAULT_VOICE = "default"
+# How long a CPU engine waits, after requests arrive, for the server's event loop to answer
+# the rest of their burst before it takes the cores (AsyncEngine's yield_to_loops): a step
+# burst of 90 callers on 2 cores was refused in 47 ms at p99 with it, 89 without
+# (docs/perf.md). A GPU engine leaves the cores to the loop anyway.
+CPU_YIELD_SECONDS = 0.025
 
 
 @dataclass
@@ -180,6 +185,6 @@ def serve_family(model: str, family: Any, config: EngineConfig | None = None,
     engine.register_voice(DEFAULT_VOICE, empty.k, empty.v)
     if engine.config.graphs == "cuda":
         engine.warm_up()  # capture the CUDA graphs now, not while a listener waits
-    return Served(model, family, engine, AsyncEngine(engine),
+    return Served(model, family, engine, AsyncEngine(engine, yield_to_loops=CPU_YIELD_SECONDS if device == "cpu" else 0.0),
                   supports_voice_cloning=family.traits.clones_voices,
                   builtin_voices={DEFAULT_VOICE})

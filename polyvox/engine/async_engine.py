@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -20,10 +21,21 @@ from polyvox.request import AudioChunk
 
 T = TypeVar("T")
 
+# A loop that answers a call from the engine thread this fast has nothing else queued.
+LOOP_CAUGHT_UP_SECONDS = 0.001
+
 
 class AsyncEngine:
-    def __init__(self, engine: Engine, idle_wait: float = 0.05) -> None:
+    def __init__(self, engine: Engine, idle_wait: float = 0.05,
+                 yield_to_loops: float = 0.0) -> None:
+        """`yield_to_loops`: after new requests arrive, wait up to this many seconds before
+        the next step for the event loops to catch up, so that where the engine's kernels
+        and the loops share the cores (a CPU engine), the rest of a burst of arrivals is
+        answered (refused or admitted) before the engine takes them; 0: never. The burst's
+        admitted requests get their first step that much later."""
         self.engine = engine
+        self._yield_to_loops = yield_to_loops
+        self._arrived = False  # a request was added since the last step (engine thread)
         self._commands: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -71,11 +83,11 @@ class AsyncEngine:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            while True:
-                try:
-                    self._commands.get_nowait()()
-                except queue.Empty:
-                    break
+            self._run_commands()
+            if self._arrived and self._yield_to_loops > 0:
+                self._let_loops_catch_up(self._yield_to_loops)
+                self._run_commands()  # what the loops sent meanwhile (the rest of a burst)
+            self._arrived = False
             if not self.engine.has_work():
                 self._wake.wait(self._idle_wait)
                 self._wake.clear()
@@ -92,6 +104,30 @@ class AsyncEngine:
                                    for rid in failed])
                 continue
             self._deliver_all(chunks)
+
+    def _run_commands(self) -> None:
+        while True:
+            try:
+                self._commands.get_nowait()()
+            except queue.Empty:
+                return
+
+    def _let_loops_catch_up(self, budget: float) -> None:
+        """Wait, at most `budget` seconds, until every event loop with a live stream
+        answers a round trip within `LOOP_CAUGHT_UP_SECONDS`: it has nothing else queued."""
+        deadline = time.monotonic() + budget
+        for loop in {target[0] for target in self._streams.values()}:
+            while True:
+                answered = threading.Event()
+                sent = time.monotonic()
+                try:
+                    loop.call_soon_threadsafe(answered.set)
+                except RuntimeError:
+                    break  # that loop is closed
+                if not answered.wait(max(0.0, deadline - sent)):
+                    return
+                if time.monotonic() - sent < LOOP_CAUGHT_UP_SECONDS:
+                    break
 
     def _deliver_all(self, chunks: list[AudioChunk]) -> None:
         """Hand a step's chunks to their streams with one wake-up per event loop: every
@@ -148,6 +184,7 @@ class AsyncEngine:
                                               clause_seed_base=clause_seed_base)
             self._streams[request.request_id] = (loop, chunks)
             added.append(request.request_id)
+            self._arrived = True
             return request.request_id
 
         try:
