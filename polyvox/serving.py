@@ -69,6 +69,11 @@ class Served:
         does, from text_pipeline.)"""
         return self.runtime.generate(text, voice, params, normalize=normalize)
 
+    def note_arrival(self) -> None:
+        """A request reached admission: the engine lets the event loop answer it (and the
+        rest of its burst) before its next step (AsyncEngine.note_arrival)."""
+        self.runtime.note_arrival()
+
     def voice_names(self) -> list[str]:
         return sorted(self.engine.voices)
 

@@ -35,6 +35,10 @@ path, not the engine's chunks), then judged by whisper tiny.en like `polyvox eva
 - zsilA: zlin, but the frames of pauses (the clause's start and end, punctuation, and the
   pad after them) are compressed A times as much as the others, the clause still 1 /
   speed as long;
+- zsegL: the student speaks at speed 1 and z is cut to `--speed` in segments of L output
+  frames, each copied at its own rate from where an even time map puts its start (no
+  frame a blend of two; zseg1 is nearest-frame resampling); z{X}+wsola{Y}: z resampled
+  linearly by speed^X, then the audio WSOLA-compressed by speed^Y;
 - plin: the student speaks at speed 1 and its prior frames (before the teacher's flow) are
   resampled linearly in time to `--speed` (what a per-clause stage before the decoder
   could do, where zlin needs the decoder itself);
@@ -97,6 +101,10 @@ def parse_way(text: str) -> Way:
         return Way("warp", 1.0, z_share=1.0, z_map=float(named[1]))
     if text == "zlin":
         return Way("warp", 1.0, z_share=1.0)
+    if named := re.fullmatch(r"zseg(\d+)", text):
+        return Way("zseg", float(named[1]))
+    if mixed := re.fullmatch(r"z([\d.]+)\+wsola([\d.]+)", text):
+        return Way("warp", 1.0, z_share=float(mixed[1]), wsola_share=float(mixed[2]))
     if text == "plin":
         return Way("plin")
     if named := re.fullmatch(r"zsil([\d.]+)", text):
@@ -142,7 +150,7 @@ def student_clause(family: StudentFamily, ids: list[int], way: Way,
                    generator: torch.Generator, speed: float = 1.0) -> torch.Tensor:
     """The clause's prior frames [T, C] as the student generates them under `way`."""
     params = StudentParams(temperature=way.temperature,
-                           speed=1.0 if way.kind in ("warp", "wsola", "plin", "zsil") else speed)
+                           speed=1.0 if way.kind in ("warp", "wsola", "plin", "zsil", "zseg") else speed)
     clause = Clause(family, ids)
     kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
     tokens = torch.tensor(ids)
@@ -231,6 +239,17 @@ def resample_pauses(z: torch.Tensor, frames: torch.Tensor, means: torch.Tensor,
     return interpolate_frames(z, source).T
 
 
+def resample_segments(z: torch.Tensor, speed: float, length: int) -> torch.Tensor:
+    """z [C, T] cut to round(T / speed) frames: output frames in segments of `length`, the
+    segment starting at output frame j copied at speed 1 from source frame round(j x
+    speed), so every output frame is one of z's, none a blend."""
+    size = max(1, round(z.shape[-1] / speed))
+    out = torch.arange(size)
+    start = out // length * length
+    source = torch.round(start * speed).long() + out - start
+    return z[:, source.clamp(0, z.shape[-1] - 1)]
+
+
 def speak(family: StudentFamily, text: str, way: Way, seed: int,
           speed: float = 1.0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
@@ -255,6 +274,8 @@ def speak(family: StudentFamily, text: str, way: Way, seed: int,
             if way.kind == "zsil" and speed != 1.0:
                 z = resample_pauses(z, frames, Clause(family, ids).means, ids, speed,
                                     way.amount)
+            elif way.kind == "zseg" and speed != 1.0:
+                z = resample_segments(z, speed, int(way.amount))
             elif way.z_map and speed != 1.0:
                 z = resample_along_runs(z, frames, speed, way.z_map)
             elif way.z_share and speed != 1.0:  # [C, T] resampled in time
