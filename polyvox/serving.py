@@ -28,10 +28,10 @@ from polyvox.startup import StartupTimes
 
 VOICE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 DEFAULT_VOICE = "default"
-# How long a CPU engine waits, after requests arrive, for the server's event loop to answer
-# the rest of their burst before it takes the cores (AsyncEngine's yield_to_loops): a step
-# burst of 90 callers on 2 cores was refused in 47 ms at p99 with it, 89 without
-# (docs/perf.md). A GPU engine leaves the cores to the loop anyway.
+# How long a CPU engine waits at most, after requests arrive, for the server's event loop to
+# answer them and the rest of their burst before it takes the cores (AsyncEngine's
+# yield_to_loops): a step burst of 90 callers on 2 cores was refused in 47 ms at p99 with
+# it, 89 without (docs/perf.md). A GPU engine's kernels leave the cores to the loop.
 CPU_YIELD_SECONDS = 0.025
 
 
@@ -68,11 +68,6 @@ class Served:
         (`word_timings` needs nothing here: the WebSocket splits the text as the engine
         does, from text_pipeline.)"""
         return self.runtime.generate(text, voice, params, normalize=normalize)
-
-    def note_arrival(self) -> None:
-        """A request reached admission: the engine lets the event loop answer it (and the
-        rest of its burst) before its next step (AsyncEngine.note_arrival)."""
-        self.runtime.note_arrival()
 
     def voice_names(self) -> list[str]:
         return sorted(self.engine.voices)
@@ -190,6 +185,7 @@ def serve_family(model: str, family: Any, config: EngineConfig | None = None,
     engine.register_voice(DEFAULT_VOICE, empty.k, empty.v)
     if engine.config.graphs == "cuda":
         engine.warm_up()  # capture the CUDA graphs now, not while a listener waits
-    return Served(model, family, engine, AsyncEngine(engine, yield_to_loops=CPU_YIELD_SECONDS if device == "cpu" else 0.0),
+    runtime = AsyncEngine(engine, yield_to_loops=CPU_YIELD_SECONDS if device == "cpu" else 0.0)
+    return Served(model, family, engine, runtime,
                   supports_voice_cloning=family.traits.clones_voices,
                   builtin_voices={DEFAULT_VOICE})

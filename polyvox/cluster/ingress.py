@@ -137,9 +137,6 @@ class ClusterServed:
         if self.on_stop is not None:  # the deployment's end (deploy.py)
             self.on_stop()
 
-    def note_arrival(self) -> None:
-        pass  # no engine shares this process's cores
-
     async def engine_state(self) -> dict[str, Any] | None:
         return None  # the pools are per replica: GET /v1/cluster
 

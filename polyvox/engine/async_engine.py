@@ -21,23 +21,21 @@ from polyvox.request import AudioChunk
 
 T = TypeVar("T")
 
-# A callback a loop queues and runs this soon after had nothing queued ahead of it.
+# A loop that answers a call from the engine thread this fast has nothing else queued.
 LOOP_CAUGHT_UP_SECONDS = 0.001
 
 
 class AsyncEngine:
     def __init__(self, engine: Engine, idle_wait: float = 0.05,
                  yield_to_loops: float = 0.0) -> None:
-        """`yield_to_loops`: after requests arrive (a request added, or `note_arrival`),
-        wait up to this many seconds before the next step for the event loops to catch up,
-        so that where the engine's kernels and the loops share the cores (a CPU engine), a
-        burst of arrivals is answered (refused or admitted) before the engine takes the
-        cores again; 0: never. That step, and a burst's first audio, come that much
-        later."""
+        """`yield_to_loops`: after new requests arrive, wait up to this many seconds before
+        the next step for the event loops to catch up, so that where the engine's kernels
+        and the loops share the cores (a CPU engine), the rest of a burst of arrivals is
+        answered (refused or admitted) before the engine takes them; 0: never. The burst's
+        admitted requests get their first step that much later."""
         self.engine = engine
         self._yield_to_loops = yield_to_loops
-        self._arrived = False  # requests arrived since the last step (set by any thread)
-        self._loops: set[asyncio.AbstractEventLoop] = set()  # those that sent commands
+        self._arrived = False  # a request was added since the last step (engine thread)
         self._commands: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -87,9 +85,9 @@ class AsyncEngine:
         while not self._stop.is_set():
             self._run_commands()
             if self._arrived and self._yield_to_loops > 0:
-                self._arrived = False
                 self._let_loops_catch_up(self._yield_to_loops)
                 self._run_commands()  # what the loops sent meanwhile (the rest of a burst)
+            self._arrived = False
             if not self.engine.has_work():
                 self._wake.wait(self._idle_wait)
                 self._wake.clear()
@@ -107,11 +105,6 @@ class AsyncEngine:
                 continue
             self._deliver_all(chunks)
 
-    def note_arrival(self) -> None:
-        """A request reached the server (any thread; admitted or not): the next step waits
-        for the loops to answer it and whatever else they have queued (yield_to_loops)."""
-        self._arrived = True
-
     def _run_commands(self) -> None:
         while True:
             try:
@@ -120,20 +113,21 @@ class AsyncEngine:
                 return
 
     def _let_loops_catch_up(self, budget: float) -> None:
-        """Wait, at most `budget` seconds, until every event loop that sent commands has
-        caught up: a callback it queued behind its other work ran within
-        `LOOP_CAUGHT_UP_SECONDS` of the one that queued it (`_probe`)."""
+        """Wait, at most `budget` seconds, until every event loop with a live stream
+        answers a round trip within `LOOP_CAUGHT_UP_SECONDS`: it has nothing else queued."""
         deadline = time.monotonic() + budget
-        for loop in list(self._loops):
-            caught_up = threading.Event()
-            try:
-                loop.call_soon_threadsafe(_probe, loop, caught_up, None)
-            except RuntimeError:  # that loop is closed
-                self._loops.discard(loop)
-                continue
-            if not caught_up.wait(max(0.0, deadline - time.monotonic())):
-                caught_up.set()  # ends the probe's round on the loop
-                return
+        for loop in {target[0] for target in self._streams.values()}:
+            while True:
+                answered = threading.Event()
+                sent = time.monotonic()
+                try:
+                    loop.call_soon_threadsafe(answered.set)
+                except RuntimeError:
+                    break  # that loop is closed
+                if not answered.wait(max(0.0, deadline - sent)):
+                    return
+                if time.monotonic() - sent < LOOP_CAUGHT_UP_SECONDS:
+                    break
 
     def _deliver_all(self, chunks: list[AudioChunk]) -> None:
         """Hand a step's chunks to their streams with one wake-up per event loop: every
@@ -152,7 +146,6 @@ class AsyncEngine:
     async def call(self, function: Callable[[], T]) -> T:
         """Run `function` on the engine thread and return its result (or raise its error)."""
         loop = asyncio.get_running_loop()
-        self._loops.add(loop)
         future: asyncio.Future[T] = loop.create_future()
 
         def run() -> None:
@@ -242,19 +235,6 @@ class AsyncEngine:
         """Abort on the engine thread."""
         self._streams.pop(request_id, None)
         self.engine.abort(request_id)
-
-
-def _probe(loop: asyncio.AbstractEventLoop, caught_up: threading.Event,
-           queued_at: float | None) -> None:
-    """On the loop: queue itself again behind whatever the loop has queued, until it runs
-    within LOOP_CAUGHT_UP_SECONDS of being queued (nothing was ahead of it)."""
-    if caught_up.is_set():
-        return
-    now = time.monotonic()
-    if queued_at is not None and now - queued_at < LOOP_CAUGHT_UP_SECONDS:
-        caught_up.set()
-    else:
-        loop.call_soon(_probe, loop, caught_up, now)
 
 
 def _put_all(items: list[tuple[Any, AudioChunk]]) -> None:

@@ -48,8 +48,6 @@ class ServerState:
         """A turn to generate, or APIError 429/503 with Retry-After. `started`: when the
         request's handling began (a refusal's latency counts from there)."""
         asked = time.monotonic()
-        if self.loaded is not None:
-            self.loaded.note_arrival()
         try:
             ticket = await self.admission.acquire()
         except Rejected as rejected:

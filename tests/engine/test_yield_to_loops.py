@@ -5,7 +5,6 @@ for a bounded time: a loop that stays busy does not starve the admitted streams.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 from conftest import make_engine, params
@@ -13,7 +12,9 @@ from conftest import make_engine, params
 from polyvox.engine.async_engine import AsyncEngine
 
 TEXT = "The quick brown fox jumps over the lazy dog."
-LINK_SECONDS = 0.003  # one piece of the loop's own work (a handler answering a caller)
+# One piece of the loop's own work. Long against a thread's wake-up on a busy machine: a
+# round trip that happens to start near a piece's end must not look like an idle loop.
+LINK_SECONDS = 0.02
 
 
 def _first_step_against_busy_loop(model, yield_to_loops: float,
@@ -61,79 +62,16 @@ def _first_step_against_busy_loop(model, yield_to_loops: float,
 
 
 def test_the_first_step_waits_for_the_loop_to_catch_up(model) -> None:
-    began, ended = _first_step_against_busy_loop(model, yield_to_loops=5.0, links=20)
+    began, ended = _first_step_against_busy_loop(model, yield_to_loops=5.0, links=5)
     assert began >= ended
 
 
 def test_without_yielding_the_engine_steps_while_the_loop_is_busy(model) -> None:
     # The contrast that shows the test above can fail.
-    began, ended = _first_step_against_busy_loop(model, yield_to_loops=0.0, links=100)
+    began, ended = _first_step_against_busy_loop(model, yield_to_loops=0.0, links=15)
     assert began < ended
 
 
 def test_a_loop_that_stays_busy_delays_the_engine_only_for_the_budget(model) -> None:
-    began, ended = _first_step_against_busy_loop(model, yield_to_loops=0.05, links=300)
+    began, ended = _first_step_against_busy_loop(model, yield_to_loops=0.05, links=45)
     assert began < ended  # the chain lasts ~0.9 s; the engine waited at most 0.05 s
-
-
-
-def _first_step_after_noted_arrival(model, yield_to_loops: float,
-                                    links: int) -> tuple[float, float]:
-    """(when the engine first stepped a request added by a plain command, when the loop's
-    busy chain ended): the arrival told by `note_arrival` (as admission does for every
-    request, refused or not) before the command, the chain started with it."""
-    engine = make_engine(model)
-    steps: list[float] = []
-    step = engine.step
-
-    stepped = threading.Event()
-
-    def timed_step():
-        if "b" in engine.requests:
-            steps.append(time.monotonic())
-            stepped.set()
-        return step()
-
-    engine.step = timed_step  # type: ignore[method-assign]
-    # An engine with nothing to do sleeps until a command wakes it.
-    runner = AsyncEngine(engine, idle_wait=60.0, yield_to_loops=yield_to_loops)
-
-    async def main() -> float:
-        loop = asyncio.get_running_loop()
-        await runner.call(lambda: None)  # this loop has spoken to the engine
-        chain_end = loop.create_future()
-
-        def busy(left: int) -> None:
-            time.sleep(LINK_SECONDS)
-            if left:
-                loop.call_soon(busy, left - 1)
-            else:
-                chain_end.set_result(time.monotonic())
-
-        runner.note_arrival()
-        added = asyncio.ensure_future(runner.call(lambda: engine.add_request(
-            TEXT, "default", params(0), request_id="b")))
-        loop.call_soon(busy, links)
-        await added
-        ended = await chain_end
-        assert await asyncio.to_thread(stepped.wait, 30)
-        await runner.call(lambda: engine.abort("b"))
-        return ended
-
-    runner.start()
-    try:
-        ended = asyncio.run(main())
-    finally:
-        runner.stop()
-    assert engine.is_idle() and engine.check_integrity()
-    return steps[0], ended
-
-
-def test_a_noted_arrival_makes_the_next_step_wait_for_the_loop(model) -> None:
-    began, ended = _first_step_after_noted_arrival(model, yield_to_loops=5.0, links=20)
-    assert began >= ended
-
-
-def test_without_yielding_a_noted_arrival_changes_nothing(model) -> None:
-    began, ended = _first_step_after_noted_arrival(model, yield_to_loops=0.0, links=100)
-    assert began < ended
