@@ -116,7 +116,8 @@ class AsyncEngine:
         """Wait, at most `budget` seconds, until every event loop with a live stream
         answers a round trip within `LOOP_CAUGHT_UP_SECONDS`: it has nothing else queued."""
         deadline = time.monotonic() + budget
-        for loop in {target[0] for target in self._streams.values()}:
+        # NOTE: list() copies at once: the loops' threads pop from _streams meanwhile.
+        for loop in {target[0] for target in list(self._streams.values())}:
             while True:
                 answered = threading.Event()
                 sent = time.monotonic()
