@@ -149,8 +149,8 @@ def _latent(family: StudentFamily, frames: torch.Tensor) -> torch.Tensor:
 def student_clause(family: StudentFamily, ids: list[int], way: Way,
                    generator: torch.Generator, speed: float = 1.0) -> torch.Tensor:
     """The clause's prior frames [T, C] as the student generates them under `way`."""
-    params = StudentParams(temperature=way.temperature,
-                           speed=1.0 if way.kind in ("warp", "wsola", "plin", "zsil", "zseg") else speed)
+    at_speed_one = way.kind in ("warp", "wsola", "plin", "zsil", "zseg")  # sped up after
+    params = StudentParams(temperature=way.temperature, speed=1.0 if at_speed_one else speed)
     clause = Clause(family, ids)
     kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
     tokens = torch.tensor(ids)

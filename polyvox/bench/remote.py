@@ -102,10 +102,8 @@ class RemoteClient:
         if self.transport != "http":
             return
         while len(self._made) < count:
-            client = self._new_connection()
-            self._made.append(client)
-            self._idle.append(client)
-        await asyncio.gather(*(client.connect() for client in self._idle))
+            self._idle.append(self._new_connection())
+        await asyncio.gather(*(connection.connect() for connection in self._idle))
 
     async def __aenter__(self) -> RemoteClient:
         return self
@@ -119,19 +117,18 @@ class RemoteClient:
             await client.aclose()
 
     def _new_connection(self) -> Connection:
-        return Connection(self.info.url, self._tls, read_timeout=READ_TIMEOUT_SECONDS)
+        """A connection, kept in `_made` to be closed at the end."""
+        connection = Connection(self.info.url, self._tls, read_timeout=READ_TIMEOUT_SECONDS)
+        self._made.append(connection)
+        return connection
 
     @asynccontextmanager
     async def _http(self) -> AsyncIterator[Connection]:
-        if self._idle:
-            client = self._idle.pop()
-        else:
-            client = self._new_connection()
-            self._made.append(client)
+        connection = self._idle.pop() if self._idle else self._new_connection()
         try:
-            yield client
+            yield connection
         finally:
-            self._idle.append(client)
+            self._idle.append(connection)
 
     async def speak(self, text: str, seed: int, mode: str, concurrency: int,
                     request_id: str) -> RequestRecord:

@@ -199,8 +199,10 @@ class ZResampling:
 
     def source_times(self, start: int, stop: int, frames: int | None = None) -> torch.Tensor:
         """`source_time` of output frames [start, stop), [stop - start] float64."""
-        return torch.tensor([self.source_time(j, frames) for j in range(start, stop)],
-                            dtype=torch.float64)
+        times = (torch.arange(start, stop, dtype=torch.float64) + 0.5) * self.speed - 0.5
+        if frames is not None:
+            times = times.clamp(max=frames - 1.0)
+        return times.clamp(min=0.0)
 
     def output_frames(self, frames: int) -> int:
         """Output frames of a clause of `frames` source frames."""
