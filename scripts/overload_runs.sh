@@ -111,7 +111,7 @@ for path in sorted(glob.glob(os.path.join(out, "open-*.json"))):
     report = json.load(open(path))
     by_load.setdefault((float(rate), float(burstiness)), []).append(report["rows"][-1])
 open_keys = ("underruns", "viability", "ttfa_p90_ms", "goodput", "request_throughput",
-             "rejected", "requests", "errors")
+             "rejected", "refusal_p99_ms", "requests", "errors")
 for (rate, burstiness), rows in sorted(by_load.items()):
     row = {}
     for key in open_keys:

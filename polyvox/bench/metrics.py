@@ -153,8 +153,9 @@ def summarize(
     precision (../shared/BENCHMARKS.md: a bf16 run is divided by the bf16 ceiling).
 
     Requests a server refused (429/503, `RequestRecord.is_rejected`) started no stream:
-    they count in `requests` and, for records from a server, in `rejected`, but in no
-    other figure (so they are neither errors nor non-viable streams).
+    they count in `requests` and, for records from a server, in `rejected` and in how
+    fast the refusals came (`refusal_p50_ms`, `refusal_p99_ms`: sent to answered), but in
+    no other figure (so they are neither errors nor non-viable streams).
     """
     if wall_seconds <= 0:
         raise ValueError(f"wall_seconds must be > 0, got {wall_seconds}")
@@ -197,6 +198,10 @@ def summarize(
     }
     if any(record.status is not None for record in records):  # answered by a server
         row["rejected"] = len(records) - len(accepted)
+        refusal_ms = [1000 * (record.finished - record.sent) for record in records
+                      if record.is_rejected and record.finished is not None]
+        row["refusal_p50_ms"] = percentile(refusal_ms, 50)
+        row["refusal_p99_ms"] = percentile(refusal_ms, 99)
     if cost is not None:
         row["precision"] = cost.precision
         if cost.gflop_per_audio_second is not None:

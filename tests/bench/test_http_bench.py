@@ -127,9 +127,11 @@ def test_refused_requests_are_neither_errors_nor_unviable() -> None:
     served = RequestRecord("a", "server-http", 2, sent=0.0, chunk_times=[0.1, 0.2],
                            chunk_samples=[2400, 2400], sample_rate=24000, finished=0.2,
                            status=200)
-    refused = RequestRecord("b", "server-http", 2, sent=0.0, status=429, retry_after=1.0)
+    refused = RequestRecord("b", "server-http", 2, sent=0.0, status=429, retry_after=1.0,
+                            finished=0.004)
     row = summarize([served, refused], 1.0, "server-http", 2, 500)
     assert (row["requests"], row["errors"], row["rejected"]) == (2, 0, 1)
+    assert row["refusal_p99_ms"] == pytest.approx(4.0)  # the refusal's time, not the stream's
     assert row["viability"] == 1.0
     failed = RequestRecord("c", "server-http", 2, sent=0.0, status=500, error="HTTP 500")
     assert summarize([served, failed], 1.0, "x", 2, 500)["errors"] == 1
