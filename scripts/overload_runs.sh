@@ -90,14 +90,17 @@ by_factor = {}
 for path in sorted(glob.glob(os.path.join(out, "run-*.json"))):
     report = json.load(open(path))
     over, idle = report["overload"], report["rows"][0]
-    by_factor.setdefault(over["factor"], []).append(over | {"idle_ttfa_p90_ms": idle["ttfa_p90_ms"]})
+    by_factor.setdefault(over["factor"], []).append(over | {
+        "idle_ttfa_p90_ms": idle["ttfa_p90_ms"],
+        "idle_server_ttfa_p90_ms": idle.get("server_ttfa_p90_ms")})
 summary = {"capacity": capacity, "factors": {}}
-keys = ("underruns", "viability", "ttfa_p90_ms", "idle_ttfa_p90_ms", "goodput",
+keys = ("underruns", "viability", "ttfa_p90_ms", "idle_ttfa_p90_ms", "server_ttfa_p90_ms",
+        "idle_server_ttfa_p90_ms", "goodput",
         "audio_throughput", "refusal_p99_ms", "accepted", "rejected", "errors")
 for factor, runs in sorted(by_factor.items()):
     row = {}
     for key in keys:
-        values = [run[key] for run in runs if run[key] is not None]
+        values = [run[key] for run in runs if run.get(key) is not None]
         row[key] = {"median": statistics.median(values) if values else None,
                     "min": min(values, default=None), "max": max(values, default=None)}
     summary["factors"][str(factor)] = row
@@ -110,7 +113,8 @@ for path in sorted(glob.glob(os.path.join(out, "open-*.json"))):
     _, rate, burstiness, _ = os.path.basename(path)[:-5].split("-")
     report = json.load(open(path))
     by_load.setdefault((float(rate), float(burstiness)), []).append(report["rows"][-1])
-open_keys = ("underruns", "viability", "ttfa_p90_ms", "goodput", "request_throughput",
+open_keys = ("underruns", "viability", "ttfa_p90_ms", "server_ttfa_p90_ms", "goodput",
+             "request_throughput",
              "rejected", "refusal_p99_ms", "requests", "errors")
 for (rate, burstiness), rows in sorted(by_load.items()):
     row = {}

@@ -38,6 +38,7 @@ from polyvox.bench.metrics import summarize
 from polyvox.bench.http1 import Connection, Response
 from polyvox.bench.overload import describe, overload_report, run_overload
 from polyvox.bench.records import RequestRecord
+from polyvox.bench.server_view import Buckets, histogram_percentile, ttfa_buckets
 from polyvox.bench.texts import pick_texts
 from polyvox.bench.workloads import run_closed_loop, run_open_loop
 
@@ -130,6 +131,19 @@ class RemoteClient:
         finally:
             self._idle.append(connection)
 
+    async def server_ttfa(self) -> Buckets | None:
+        """The server's TTFA histogram for this transport's endpoint (server_view.py);
+        None when GET /metrics does not answer with one (a proxy, a cluster ingress)."""
+        endpoint = "speech" if self.transport == "http" else "websocket"
+        try:
+            async with new_http_client(self._tls) as http:
+                response = await http.get(f"{self.info.url}/metrics", headers=self.headers)
+        except Exception:  # the figure is optional: the run goes on without it
+            return None
+        if response.status_code != 200:
+            return None
+        return ttfa_buckets(response.text, endpoint) or None
+
     async def speak(self, text: str, seed: int, mode: str, concurrency: int,
                     request_id: str) -> RequestRecord:
         """One request, start to end, as a record (never raises for a failed request)."""
@@ -202,6 +216,18 @@ class RemoteClient:
                         error.get("code"), 500 if error.get("type") == "server_error" else 400)
                     _record_refusal(record, event.get("retry_after"), error.get("message"))
                     return
+
+
+def _server_view(before: Buckets | None, after: Buckets | None) -> dict[str, Any]:
+    """A run's TTFA as the server counted it (ms; None where it exports no histogram):
+    beside the client's, the part of a caller's wait spent outside the server."""
+    def ms(q: float) -> float | None:
+        if before is None or after is None:
+            return None
+        seconds = histogram_percentile(before, after, q)
+        return None if seconds is None else 1000 * seconds
+
+    return {"server_ttfa_p50_ms": ms(50), "server_ttfa_p90_ms": ms(90)}
 
 
 def _record_refusal(record: RequestRecord, retry_after: Any, message: str | None) -> None:
@@ -281,8 +307,9 @@ async def _run(args: argparse.Namespace) -> int:
     def texts(index: int) -> str:
         return pool[index % len(pool)]
 
-    def row_for(records: list[RequestRecord], wall: float, concurrency: int) -> dict[str, Any]:
-        return summarize(records, wall, mode, concurrency, args.ttfa_slo_ms)
+    def row_for(records: list[RequestRecord], wall: float, concurrency: int,
+                server: dict[str, Any]) -> dict[str, Any]:
+        return summarize(records, wall, mode, concurrency, args.ttfa_slo_ms) | server
 
     rows: list[dict[str, Any]] = []
     all_records: list[RequestRecord] = []
@@ -295,14 +322,18 @@ async def _run(args: argparse.Namespace) -> int:
         for concurrency in [int(part) for part in args.concurrency.split(",") if part]:
             console.print(f"{mode} c={concurrency} ...")
             await client.prepare(concurrency)
+            before = await client.server_ttfa()
             records, wall = await run_closed_loop(speak, texts, concurrency, args.requests, mode)
-            rows.append(row_for(records, wall, concurrency))
+            server = _server_view(before, await client.server_ttfa())
+            rows.append(row_for(records, wall, concurrency, server))
             all_records.extend(records)
         if args.rate:
             console.print(f"{mode} open loop at {args.rate:g}/s for {args.duration:g} s ...")
+            before = await client.server_ttfa()
             records, wall = await run_open_loop(speak, texts, args.rate, args.duration, mode,
                                                 args.seed, args.burstiness)
-            rows.append(row_for(records, wall, 0) | {"rate": args.rate})
+            server = _server_view(before, await client.server_ttfa())
+            rows.append(row_for(records, wall, 0, server) | {"rate": args.rate})
             all_records.extend(records)
         if args.capacity or (args.overload and not args.overload_streams):
             console.print(f"searching the real-time capacity ({args.capacity_runs} run(s)) ...")
@@ -318,11 +349,13 @@ async def _run(args: argparse.Namespace) -> int:
             console.print(f"overload: {num_streams} streams for {args.overload_seconds:g} s ...")
             name = f"{mode}-overload"
             await client.prepare(num_streams)
+            before = await client.server_ttfa()
             records, wall = await run_overload(speak, texts, num_streams,
                                                args.overload_seconds, name)
+            server = _server_view(before, await client.server_ttfa())
             overload = overload_report(records, wall, num_streams, args.overload_seconds,
                                        args.ttfa_slo_ms, name)
-            overload |= {"capacity": base, "factor": args.overload_factor}
+            overload |= {"capacity": base, "factor": args.overload_factor} | server
             all_records.extend(records)
     report.print_table(rows, title=f"polyvox bench --url {info.url} ({info.model}, "
                        f"{args.transport})")

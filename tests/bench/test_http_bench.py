@@ -95,6 +95,11 @@ def test_a_closed_loop_run_gives_a_row_per_concurrency(server: Server, tmp_path:
     assert (row["mode"], row["concurrency"], row["requests"]) == ("server-ws", 2, 4)
     assert (row["errors"], row["rejected"]) == (0, 0)
     assert row["audio_seconds"] > 0 and row["ttfa_p50_ms"] > 0
+    # The server's own count of the same requests' first audio (its /metrics) starts
+    # after the client sent and ends before the client hears: never later than the
+    # client's, but for the width of the histogram bucket it is read from (<= 50 ms).
+    assert 0 < row["server_ttfa_p90_ms"] <= row["ttfa_p90_ms"] + 50
+    assert row["server_ttfa_p50_ms"] <= row["server_ttfa_p90_ms"]
 
 
 @pytest.mark.parametrize("transport", ["http", "ws"])
