@@ -134,11 +134,13 @@ class RemoteClient:
     async def server_ttfa(self) -> Buckets | None:
         """The server's TTFA histogram for this transport's endpoint (server_view.py);
         None when GET /metrics does not answer with one (a proxy, a cluster ingress)."""
+        import httpx
+
         endpoint = "speech" if self.transport == "http" else "websocket"
         try:
             async with new_http_client(self._tls) as http:
                 response = await http.get(f"{self.info.url}/metrics", headers=self.headers)
-        except Exception:  # the figure is optional: the run goes on without it
+        except httpx.HTTPError:  # the figure is optional: the run goes on without it
             return None
         if response.status_code != 200:
             return None

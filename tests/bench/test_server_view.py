@@ -4,6 +4,7 @@ checked against the exact percentiles of the same observations."""
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -19,7 +20,7 @@ def _exposition(registry: CollectorRegistry) -> str:
 
 def _bucket_width_at(seconds: float) -> float:
     bounds = (0.0, *TTFA_BUCKETS)
-    for lower, upper in zip(bounds, bounds[1:]):
+    for lower, upper in pairwise(bounds):
         if seconds <= upper:
             return upper - lower
     return float("inf")
