@@ -144,7 +144,10 @@ class RemoteClient:
             return None
         if response.status_code != 200:
             return None
-        return ttfa_buckets(response.text, endpoint) or None
+        try:
+            return ttfa_buckets(response.text, endpoint) or None
+        except ValueError:  # not a Prometheus exposition
+            return None
 
     async def speak(self, text: str, seed: int, mode: str, concurrency: int,
                     request_id: str) -> RequestRecord:
