@@ -133,7 +133,9 @@ class RemoteClient:
 
     async def server_ttfa(self) -> Buckets | None:
         """The server's TTFA histogram for this transport's endpoint (server_view.py);
-        None when GET /metrics does not answer with one (a proxy, a cluster ingress)."""
+        None when GET /metrics does not answer with one (a proxy in front that hides it,
+        a server that is not polyvox). A cluster's ingress counts its streams as one
+        server does."""
         import httpx
 
         endpoint = "speech" if self.transport == "http" else "websocket"
