@@ -25,7 +25,7 @@ import json
 import math
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -318,6 +318,13 @@ async def _run(args: argparse.Namespace) -> int:
                 server: dict[str, Any]) -> dict[str, Any]:
         return summarize(records, wall, mode, concurrency, args.ttfa_slo_ms) | server
 
+    async def seen_by_server(run: Awaitable[tuple[list[RequestRecord], float]],
+                             ) -> tuple[list[RequestRecord], float, dict[str, Any]]:
+        """A run's records and wall time, and its TTFA as the server counted it."""
+        before = await client.server_ttfa()
+        records, wall = await run
+        return records, wall, _server_view(before, await client.server_ttfa())
+
     rows: list[dict[str, Any]] = []
     all_records: list[RequestRecord] = []
     capacity: dict[str, Any] = {"capacity": None, "capacity_runs": [], "capacity_probes": []}
@@ -329,17 +336,14 @@ async def _run(args: argparse.Namespace) -> int:
         for concurrency in [int(part) for part in args.concurrency.split(",") if part]:
             console.print(f"{mode} c={concurrency} ...")
             await client.prepare(concurrency)
-            before = await client.server_ttfa()
-            records, wall = await run_closed_loop(speak, texts, concurrency, args.requests, mode)
-            server = _server_view(before, await client.server_ttfa())
+            records, wall, server = await seen_by_server(
+                run_closed_loop(speak, texts, concurrency, args.requests, mode))
             rows.append(row_for(records, wall, concurrency, server))
             all_records.extend(records)
         if args.rate:
             console.print(f"{mode} open loop at {args.rate:g}/s for {args.duration:g} s ...")
-            before = await client.server_ttfa()
-            records, wall = await run_open_loop(speak, texts, args.rate, args.duration, mode,
-                                                args.seed, args.burstiness)
-            server = _server_view(before, await client.server_ttfa())
+            records, wall, server = await seen_by_server(run_open_loop(
+                speak, texts, args.rate, args.duration, mode, args.seed, args.burstiness))
             rows.append(row_for(records, wall, 0, server) | {"rate": args.rate})
             all_records.extend(records)
         if args.capacity or (args.overload and not args.overload_streams):
@@ -356,10 +360,8 @@ async def _run(args: argparse.Namespace) -> int:
             console.print(f"overload: {num_streams} streams for {args.overload_seconds:g} s ...")
             name = f"{mode}-overload"
             await client.prepare(num_streams)
-            before = await client.server_ttfa()
-            records, wall = await run_overload(speak, texts, num_streams,
-                                               args.overload_seconds, name)
-            server = _server_view(before, await client.server_ttfa())
+            records, wall, server = await seen_by_server(
+                run_overload(speak, texts, num_streams, args.overload_seconds, name))
             overload = overload_report(records, wall, num_streams, args.overload_seconds,
                                        args.ttfa_slo_ms, name)
             overload |= {"capacity": base, "factor": args.overload_factor} | server

@@ -45,10 +45,12 @@ def histogram_percentile(before: Buckets, after: Buckets, q: float) -> float | N
         return None
     rank = q / 100 * counts[-1]
     lower, below = 0.0, 0.0
+    # NOTE: the first bucket that reaches the rank holds more than the one before it, so
+    # the loop returns by the last (+Inf) bucket at the latest.
     for bound, count in zip(bounds, counts):
         if count >= rank and count > below:
             if math.isinf(bound):
                 return lower
             return lower + (bound - lower) * (rank - below) / (count - below)
-        lower, below = (bound if not math.isinf(bound) else lower), count
-    return lower
+        lower, below = bound, count
+    raise AssertionError("a cumulative histogram ends with its total")
