@@ -179,6 +179,10 @@ class Request:
     # streams running when it arrived with all its text (the load model's TTFA; None for
     # streamed text, whose first audio waits on its writer too)
     streams_ahead: int | None = None
+    # when its caller handed it in (AsyncEngine.generate; the engine's clock): `arrival`
+    # is stamped only once the engine thread takes it, after the step then running, and
+    # the load model's TTFA counts that wait too (None: at arrival)
+    handed_in: float | None = None
     status: Status = Status.WAITING
     # --- text ---
     pending_clauses: deque[str] = field(default_factory=deque)

@@ -176,13 +176,15 @@ class AsyncEngine:
         streamed = not isinstance(text, str)
 
         added: list[str] = []
+        handed_in = self.engine.clock()
 
         def add() -> str:
             request = self.engine.add_request("" if streamed else text, voice, params,  # type: ignore[arg-type]
                                               request_id, text_complete=not streamed,
                                               normalize=normalize, clauses=clauses,
                                               skip_clauses=skip_clauses,
-                                              clause_seed_base=clause_seed_base)
+                                              clause_seed_base=clause_seed_base,
+                                              handed_in=handed_in)
             self._streams[request.request_id] = (loop, chunks)
             added.append(request.request_id)
             self._arrived = True

@@ -191,7 +191,8 @@ class Engine:
     def add_request(self, text: str, voice: str, params: Any, request_id: str | None = None,
                     text_complete: bool = True, normalize: bool = True,
                     clauses: Sequence[str] | None = None, skip_clauses: int = 0,
-                    clause_seed_base: int | None = None) -> Request:
+                    clause_seed_base: int | None = None,
+                    handed_in: float | None = None) -> Request:
         """Queue a request. With text_complete=False more text follows via add_text().
         `normalize` reads numbers, dates, codes, emails, ... as words (English). `clauses`:
         the text already split (`clauses_of`), spoken as given; `text` is then ignored (a
@@ -200,7 +201,9 @@ class Engine:
         streamed text this way: all of its text again, its delivered clauses skipped).
         `clause_seed_base`: seed each clause on its own (`clause_seed`), counting this
         request's first clause as that index of the whole text, so a clause restarted
-        elsewhere samples what it sampled the first time."""
+        elsewhere samples what it sampled the first time. `handed_in`: when the caller
+        handed it in, on this engine's clock (the load model's first audio counts from
+        there; default: now)."""
         if voice not in self.voices:
             raise EngineError(f"unknown voice {voice!r}; registered: {sorted(self.voices)}")
         if len(self.streams.waiting) >= self.config.max_queued:
@@ -217,6 +220,7 @@ class Engine:
         request.generator.manual_seed(params.seed)
         request.skip_clauses = max(0, skip_clauses)
         request.clause_seed_base = clause_seed_base
+        request.handed_in = handed_in
         if clauses is not None:
             if not text_complete or not all(isinstance(c, str) and c.strip() for c in clauses):
                 raise EngineError("clauses must be complete text: non-empty strings")
@@ -535,8 +539,8 @@ class Engine:
         if request.first_audio_time is None and samples.numel():
             request.first_audio_time = chunk.created
             if request.streams_ahead is not None:
-                self.load.observe_first_audio(request.streams_ahead,
-                                              chunk.created - request.arrival)
+                since = request.arrival if request.handed_in is None else request.handed_in
+                self.load.observe_first_audio(request.streams_ahead, chunk.created - since)
         request.num_samples += samples.numel()
         self._samples_made += samples.numel()
         return chunk

@@ -21,10 +21,18 @@ fewer (trying one more after `FORGET_WINDOWS` windows that kept up, when its tim
 allows). One window behind among many that kept up with as many streams or more is a
 hiccup (a pause of the host, a burst of HTTP work), not the load: a fall behind counts
 only where at least `BEHIND_SHARE` of the recent windows with that many streams or more
-fell behind. It also fits each new request's time to first audio against the streams
-already running (TTFA = idle + per_stream_ahead x streams), and predicts no more streams
-than keep that within `TTFA_FACTOR` times the idle TTFA (or a floor, by default
-`MIN_TTFA_TARGET_SECONDS`; an operator may set another: `set_ttfa_floor`); the same line
+fell behind.
+
+First audio is a promise of its own. The model keeps the recent times to first audio
+(from when the caller handed the request in) of the requests that found N streams already
+running, for each N, takes their `TTFA_QUANTILE` (the p90 callers hear, not the mean: the
+wait for the step then running is spread from nothing to a whole step, and grows with the
+load). Idle is the p90 of the requests that found the engine idle. A line through the
+loads' p90s (TTFA p90 = idle + per_stream_ahead x streams, each load weighted by its
+samples; its intercept stands for idle until enough requests found the engine idle)
+predicts the loads not yet seen. It predicts no more streams than keep the p90 within
+`TTFA_FACTOR` times idle (or a floor, by default `MIN_TTFA_TARGET_SECONDS`; an operator
+may set another: `set_ttfa_floor`), measured where measured, else by the line; the same
 tells a queued caller how long it may wait (`wait_budget`). Before there is enough to fit,
 and beyond what has been seen, it is cautious: no more than one stream over the most it has seen the
 engine keep up with (`EXPLORE_SHARE` more once the fit is good). A server calibrates it
@@ -37,6 +45,8 @@ Nothing here reads a clock: the engine passes measured durations.
 from __future__ import annotations
 
 import math
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 MIN_MARGIN = 0.15  # of the engine's time, always kept free
@@ -49,8 +59,12 @@ EXPLORE_SHARE = 0.5  # beyond the most streams seen keeping up, predict at most 
 # MIN_TTFA_TARGET_SECONDS where that is longer: nobody hears 50 ms become 100 ms.
 TTFA_FACTOR = 2.0
 MIN_TTFA_TARGET_SECONDS = 0.25
-MIN_TTFA_SPREAD_STREAMS = 0.5  # the TTFA line is fitted only over loads this varied
-TTFA_FADING = 0.99  # weight of the past at each first audio (~100 requests remembered)
+TTFA_QUANTILE = 0.9  # the first audio callers hear is promised at this quantile
+TTFA_SAMPLES_PER_LOAD = 64  # recent first audios kept for each count of streams ahead
+# a count of streams ahead counts from this many first audios (with 10, one outlier moves
+# the p90 a tenth of the way to it)
+MIN_TTFA_SAMPLES = 10
+MAX_TTFA_LOAD = 64  # requests that found more streams running count as this many
 # windows kept up (~5 minutes of load) after which one stream more than fell behind is
 # tried, if the engine's time allows: trying costs the tried stream's listeners a stall
 FORGET_WINDOWS = 300
@@ -93,9 +107,10 @@ class LoadModel:
         self._windows_since_behind = 0
         # recent windows by streams (rounded): faded counts of [kept up, fell behind]
         self._windows_at: dict[int, list[float]] = {}
-        # Faded sums for TTFA = idle + per_stream_ahead * (streams already running): count,
-        # sum x, sum x^2, sum y, sum xy (one sample per request's first audio).
-        self._ttfa = [0.0] * 5
+        # recent times to first audio by the streams running when each request came
+        # (oldest first), and their TTFA_QUANTILE
+        self._ttfa: dict[int, deque[float]] = {}
+        self._ttfa_quantiles: dict[int, float] = {}
         # the last capacity the TTFA fit told (kept while light load teaches it nothing)
         self._ttfa_capacity: int | None = None
         # a new caller's first audio is kept within TTFA_FACTOR x an idle engine's or
@@ -123,13 +138,14 @@ class LoadModel:
             self._window = _Window()
 
     def observe_first_audio(self, streams_ahead: int, seconds: float) -> None:
-        """A request's first audio came `seconds` after it reached the engine, where
+        """A request's first audio came `seconds` after its caller handed it in, where
         `streams_ahead` streams were already running."""
-        if seconds <= 0 or not self.is_learning:
+        if not seconds > 0 or not math.isfinite(seconds) or not self.is_learning:
             return
-        x = float(streams_ahead)
-        for index, value in enumerate((1.0, x, x * x, seconds, x * seconds)):
-            self._ttfa[index] = TTFA_FADING * self._ttfa[index] + value
+        load = min(max(0, streams_ahead), MAX_TTFA_LOAD)
+        samples = self._ttfa.setdefault(load, deque(maxlen=TTFA_SAMPLES_PER_LOAD))
+        samples.append(seconds)
+        self._ttfa_quantiles[load] = quantile(samples, TTFA_QUANTILE)
         if (by_ttfa := self._ttfa_fit_capacity()) is not None:
             self._ttfa_capacity = by_ttfa
 
@@ -212,18 +228,29 @@ class LoadModel:
         return max(MIN_MARGIN, SPREAD_SIGMAS * spread)
 
     def ttfa_line(self) -> tuple[float, float] | None:
-        """(idle, per stream ahead): TTFA = idle + per_stream_ahead x streams already
-        running; None until requests arrived at two loads or more."""
-        count, sx, sxx, sy, sxy = self._ttfa
-        if count < MIN_WINDOWS:
+        """(idle, per stream ahead): the TTFA p90 a new stream hears is idle +
+        per_stream_ahead x the streams already running; None until at least two counts
+        of streams ahead have MIN_TTFA_SAMPLES first audios each. Idle is the p90 of the
+        requests that found the engine idle where there are enough of them."""
+        points = [(float(load), self._ttfa_quantiles[load], float(len(samples)))
+                  for load, samples in sorted(self._ttfa.items())
+                  if len(samples) >= MIN_TTFA_SAMPLES]
+        if len(points) < 2:
             return None
-        spread = count * sxx - sx * sx
-        # NOTE: loads that differ by less than half a stream (in standard deviation) tell
-        # nothing about the slope; fitting one anyway amplifies rounding and noise.
-        if spread < MIN_TTFA_SPREAD_STREAMS**2 * count * count:
-            return None
-        slope = (count * sxy - sx * sy) / spread
-        return (sy - slope * sx) / count, slope
+        if len(self._ttfa.get(0, ())) >= MIN_TTFA_SAMPLES:
+            # NOTE: the line starts at what callers who found the engine idle heard and
+            # rises through the loaded points (least squares through a fixed intercept)
+            idle = self._ttfa_quantiles[0]
+            slope = (sum(w * x * (y - idle) for x, y, w in points)
+                     / sum(w * x * x for x, _, w in points))
+            return idle, slope
+        total = sum(w for _, _, w in points)
+        mean_x = sum(x * w for x, _, w in points) / total
+        mean_y = sum(y * w for _, y, w in points) / total
+        slope = (sum(w * (x - mean_x) * (y - mean_y) for x, y, w in points)
+                 / sum(w * (x - mean_x) ** 2 for x, _, w in points))
+        idle = mean_y - slope * mean_x
+        return (idle, slope) if idle > 0 else None  # a line that says nothing sensible
 
     def ttfa_target(self, idle: float) -> float:
         """The first audio a new stream should hear within, given an idle engine's."""
@@ -238,27 +265,50 @@ class LoadModel:
         if (by_ttfa := self._ttfa_fit_capacity()) is not None:
             self._ttfa_capacity = by_ttfa
 
+    def predicted_ttfa(self, streams_ahead: int) -> float | None:
+        """The TTFA p90 a request hears that finds `streams_ahead` streams running: the
+        p90 measured at that load where it has MIN_TTFA_SAMPLES first audios, else the
+        line's; None while the line is unknown."""
+        line = self.ttfa_line()
+        if line is None:
+            return None
+        load = min(max(0, streams_ahead), MAX_TTFA_LOAD)
+        if len(self._ttfa.get(load, ())) >= MIN_TTFA_SAMPLES:
+            return self._ttfa_quantiles[load]
+        idle, per_stream_ahead = line
+        return idle + max(0.0, per_stream_ahead) * max(0, streams_ahead)
+
     def wait_budget(self, num_streams: int) -> float | None:
         """Seconds a request may wait for a turn among `num_streams` streams and still
         hear its first audio within the TTFA target: it starts as one of them ends, with
         the other `num_streams - 1` running. None while the TTFA line is unknown."""
         line = self.ttfa_line()
-        if line is None:
+        predicted = self.predicted_ttfa(num_streams - 1)
+        if line is None or predicted is None:
             return None
-        idle, per_stream_ahead = line
-        predicted = idle + max(0.0, per_stream_ahead) * max(0, num_streams - 1)
-        return max(0.0, self.ttfa_target(idle) - predicted)
+        return max(0.0, self.ttfa_target(line[0]) - predicted)
 
     def _ttfa_fit_capacity(self) -> int | None:
         """Most streams at which a new one's first audio still comes within TTFA_FACTOR
-        times an idle engine's (or the floor); None when the recent
-        requests do not tell (all at one load, or TTFA not growing with it)."""
+        times an idle engine's (or the floor): the fewest streams ahead at which the p90
+        measured (or, beyond the loads seen, the line) exceeds that, at least 1; None
+        when the recent requests do not tell (all at one load, or TTFA not growing)."""
         line = self.ttfa_line()
-        if line is None or line[1] <= 0:
+        if line is None:
             return None
         idle, per_stream_ahead = line
         target = self.ttfa_target(idle)
-        return math.floor(max(0.0, target - idle) / per_stream_ahead + 1e-9) + 1
+        # NOTE: measured loads are checked one by one (a step-shaped rise, e.g. the first
+        # stream ahead costing a whole step's wait and more costing little, fits no line)
+        seen = [load for load, samples in self._ttfa.items() if len(samples) >= MIN_TTFA_SAMPLES]
+        for load in range(max(seen) + 1):
+            predicted = self.predicted_ttfa(load)
+            if predicted is not None and predicted > target:
+                return max(1, load)
+        if per_stream_ahead <= 0:
+            return None
+        beyond = math.floor(max(0.0, target - idle) / per_stream_ahead + 1e-9) + 1
+        return max(max(seen) + 1, beyond)
 
     def capacity(self) -> int:
         """Streams the engine is predicted to sustain in real time (at least 1): what its
@@ -284,7 +334,7 @@ class LoadModel:
         """What the model learned, as plain JSON-able values."""
         return {"sxx": self._sxx, "sxy": self._sxy, "num_windows": self._num_windows,
                 "most_kept_up": self.most_kept_up, "fewest_behind": self.fewest_behind,
-                "ttfa": self._ttfa,
+                "ttfa_samples": {str(n): list(samples) for n, samples in self._ttfa.items()},
                 "windows_at": {str(n): counts for n, counts in self._windows_at.items()}}
 
     def restore(self, state: dict[str, object]) -> None:
@@ -294,7 +344,9 @@ class LoadModel:
             sxy = [float(v) for v in state["sxy"]]  # type: ignore[attr-defined]
             num_windows = float(state["num_windows"])  # type: ignore[arg-type]
             most_kept_up = int(state["most_kept_up"])  # type: ignore[call-overload]
-            ttfa = [float(v) for v in state["ttfa"]]  # type: ignore[attr-defined]
+            # absent in older files (which kept a mean line: relearned from serving)
+            ttfa = {int(n): [float(v) for v in samples]
+                    for n, samples in dict(state.get("ttfa_samples") or {}).items()}
             behind = state.get("fewest_behind")
             fewest_behind = None if behind is None else int(behind)  # type: ignore[call-overload]
             windows_at = {int(n): [float(kept), float(fell)]  # absent in older files
@@ -302,13 +354,27 @@ class LoadModel:
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a saved load model: {error}") from None
         if len(sxx) != 2 or any(len(row) != 2 for row in sxx) or len(sxy) != 2 \
-                or len(ttfa) != 5 or not all(map(math.isfinite, [*sxy, *ttfa, num_windows])):
+                or not all(map(math.isfinite, [*sxy, num_windows])) \
+                or not all(0 <= n <= MAX_TTFA_LOAD and all(map(math.isfinite, samples))
+                           for n, samples in ttfa.items()):
             raise ValueError("not a saved load model: wrong shapes or values")
         self._sxx, self._sxy, self._num_windows = sxx, sxy, num_windows
         self.most_kept_up = max(0, most_kept_up)
         self.fewest_behind = None if fewest_behind is None else max(1, fewest_behind)
-        self._ttfa = ttfa
+        self._ttfa = {n: deque(kept, maxlen=TTFA_SAMPLES_PER_LOAD)
+                      for n, samples in ttfa.items() if (kept := [v for v in samples if v > 0])}
+        self._ttfa_quantiles = {n: quantile(samples, TTFA_QUANTILE)
+                                for n, samples in self._ttfa.items()}
         self._windows_at = {n: counts for n, counts in windows_at.items()
                             if n >= 0 and all(map(math.isfinite, counts))}
         self._ttfa_capacity = self._ttfa_fit_capacity()
         self._fit()
+
+
+def quantile(values: Iterable[float], q: float) -> float:
+    """The `q` quantile of `values` (linear between order statistics, as numpy's default)."""
+    ordered = sorted(values)
+    place = q * (len(ordered) - 1)
+    below = math.floor(place)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (place - below)

@@ -138,6 +138,61 @@ def test_new_callers_first_audio_caps_the_streams() -> None:
     assert model.capacity() == 4
 
 
+def test_the_ttfa_cap_follows_the_p90_callers_hear_not_the_mean() -> None:
+    """A caller that comes while N streams run waits for the step then running: from
+    nothing to 0.04 s x N, evenly. Mean 0.1 + 0.02 N keeps within 2x idle (0.2 s) up to
+    5 streams ahead; the p90, 0.1 + 0.0344 N, only up to 2: 3 streams, not 6."""
+    model = LoadModel()
+    _feed_ar(model, 0.001, 0.0005, [1, 2, 4, 8, 16])
+    model.set_ttfa_floor(0.0)
+    for k in range(10):
+        for ahead in range(8):
+            model.observe_first_audio(ahead, 0.1 + 0.04 * ahead * (k + 0.5) / 10)
+    idle, per_stream_ahead = model.ttfa_line()
+    assert idle == pytest.approx(0.1) and per_stream_ahead == pytest.approx(0.0344)
+    assert model.capacity() == 3
+    # a queued caller's budget is what the p90 leaves it
+    assert model.wait_budget(2) == pytest.approx(0.2 - 0.1 - 0.0344)
+
+
+def test_idle_is_what_callers_who_found_the_engine_idle_heard() -> None:
+    """The first stream ahead costs a whole step's wait (0.05 s to 0.15 s); more cost
+    little. A line through the loaded points alone starts at 0.15 s and would allow 16
+    streams within 2x; idle callers heard 0.05 s, so a caller is best alone."""
+    model = LoadModel()
+    _feed_ar(model, 0.001, 0.0005, [1, 2, 4, 8, 16])
+    model.set_ttfa_floor(0.0)
+    for _ in range(10):
+        for ahead in range(1, 6):
+            model.observe_first_audio(ahead, 0.15 + 0.01 * ahead)
+    assert model.ttfa_line() == pytest.approx((0.15, 0.01))
+    assert model.capacity() > 10
+    for _ in range(10):
+        model.observe_first_audio(0, 0.05)
+    idle, _ = model.ttfa_line()
+    assert idle == pytest.approx(0.05) and model.capacity() == 1
+
+
+def test_the_first_audio_samples_survive_a_restart_and_older_files_relearn_them() -> None:
+    model = LoadModel()
+    _feed_ar(model, 0.001, 0.0005, [1, 2, 4, 8, 16])
+    for k in range(10):
+        for ahead in range(8):
+            model.observe_first_audio(ahead, 0.1 + 0.04 * ahead * (k + 0.5) / 10)
+    restored = LoadModel()
+    restored.restore(json.loads(json.dumps(model.state())))
+    assert restored.ttfa_line() == pytest.approx(model.ttfa_line())
+    assert restored.capacity() == model.capacity()
+    # a file from before the samples were kept held the mean line's five sums
+    older = {key: value for key, value in model.state().items() if key != "ttfa_samples"}
+    older["ttfa"] = [1.0, 2.0, 3.0, 4.0, 5.0]
+    relearning = LoadModel()
+    relearning.restore(older)
+    assert relearning.ttfa_line() is None
+    with pytest.raises(ValueError, match="not a saved load model"):
+        LoadModel().restore({**model.state(), "ttfa_samples": {"0": [float("nan")]}})
+
+
 def test_the_wait_budget_is_what_the_ttfa_target_leaves_a_queued_caller() -> None:
     """TTFA = 0.1 s + 0.05 s per stream ahead, target 0.25 s (over 2x idle): a caller
     queued among N streams starts with N - 1 running, so it may wait 0.25 - 0.1 - 0.05
