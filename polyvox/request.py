@@ -176,9 +176,10 @@ class Request:
     voice: Any  # the engine's registered voice entry
     params: Any  # the family's GenerationParams
     arrival: float = field(default_factory=time.monotonic)
-    # streams running when it arrived with all its text (the load model's TTFA; None for
-    # streamed text, whose first audio waits on its writer too)
-    streams_ahead: int | None = None
+    # other streams in the engine while it waited for its first audio: running when it
+    # arrived, or arriving before its first audio (they share its first steps); the load
+    # model's TTFA. None for streamed text, whose first audio waits on its writer too
+    streams_sharing: int | None = None
     # when its caller handed it in (AsyncEngine.generate; the engine's clock): `arrival`
     # is stamped only once the engine thread takes it, after the step then running, and
     # the load model's TTFA counts that wait too (None: at arrival)

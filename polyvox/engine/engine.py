@@ -232,8 +232,12 @@ class Engine:
             _queue_clauses(request, request.splitter.feed(text))
         if text_complete and not request.pending_clauses:
             raise EngineError("the text is empty: give at least one word to speak")
+        others = [*self.streams.running, *self.streams.waiting]
+        for other in others:  # it shares their first steps
+            if other.first_audio_time is None and other.streams_sharing is not None:
+                other.streams_sharing += 1
         if text_complete:
-            request.streams_ahead = len(self.streams.running) + len(self.streams.waiting)
+            request.streams_sharing = len(others)
         self.requests[request_id] = request
         self.streams.waiting.append(request)
         return request
@@ -538,9 +542,9 @@ class Engine:
             self._ran_dry.add(request.request_id)
         if request.first_audio_time is None and samples.numel():
             request.first_audio_time = chunk.created
-            if request.streams_ahead is not None:
+            if request.streams_sharing is not None:
                 since = request.arrival if request.handed_in is None else request.handed_in
-                self.load.observe_first_audio(request.streams_ahead, chunk.created - since)
+                self.load.observe_first_audio(request.streams_sharing, chunk.created - since)
         request.num_samples += samples.numel()
         self._samples_made += samples.numel()
         return chunk

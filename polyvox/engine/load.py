@@ -24,12 +24,13 @@ only where at least `BEHIND_SHARE` of the recent windows with that many streams 
 fell behind.
 
 First audio is a promise of its own. The model keeps the recent times to first audio
-(from when the caller handed the request in) of the requests that found N streams already
-running, for each N, takes their `TTFA_QUANTILE` (the p90 callers hear, not the mean: the
-wait for the step then running is spread from nothing to a whole step, and grows with the
-load). Idle is the p90 of the requests that found the engine idle. A line through the
-loads' p90s (TTFA p90 = idle + per_stream_ahead x streams, each load weighted by its
-samples; its intercept stands for idle until enough requests found the engine idle)
+(from when the caller handed the request in) of the requests that shared their wait with
+N other streams (running when they came, or coming before their first audio), for each N,
+and takes their `TTFA_QUANTILE` (the p90 callers hear, not the mean: the wait for the step
+then running is spread from nothing to a whole step, and grows with the load). Idle is the
+p90 of the requests that had the engine to themselves. A line through the loads' p90s
+(TTFA p90 = idle + per_other_stream x N, each load weighted by its samples; its intercept
+stands for idle until enough requests had the engine to themselves)
 predicts the loads not yet seen. It predicts no more streams than keep the p90 within
 `TTFA_FACTOR` times idle (or a floor, by default `MIN_TTFA_TARGET_SECONDS`; an operator
 may set another: `set_ttfa_floor`), measured where measured, else by the line; the same
@@ -60,8 +61,8 @@ EXPLORE_SHARE = 0.5  # beyond the most streams seen keeping up, predict at most 
 TTFA_FACTOR = 2.0
 MIN_TTFA_TARGET_SECONDS = 0.25
 TTFA_QUANTILE = 0.9  # the first audio callers hear is promised at this quantile
-TTFA_SAMPLES_PER_LOAD = 64  # recent first audios kept for each count of streams ahead
-# a count of streams ahead counts from this many first audios (with 10, one outlier moves
+TTFA_SAMPLES_PER_LOAD = 64  # recent first audios kept for each count of other streams
+# a count of other streams counts from this many first audios (with 10, one outlier moves
 # the p90 a tenth of the way to it)
 MIN_TTFA_SAMPLES = 10
 MAX_TTFA_LOAD = 64  # requests that found more streams running count as this many
@@ -137,12 +138,13 @@ class LoadModel:
             self._close_window(window)
             self._window = _Window()
 
-    def observe_first_audio(self, streams_ahead: int, seconds: float) -> None:
-        """A request's first audio came `seconds` after its caller handed it in, where
-        `streams_ahead` streams were already running."""
+    def observe_first_audio(self, other_streams: int, seconds: float) -> None:
+        """A request's first audio came `seconds` after its caller handed it in, and
+        `other_streams` other streams were in the engine meanwhile (running when it came,
+        or coming before its first audio)."""
         if not seconds > 0 or not math.isfinite(seconds) or not self.is_learning:
             return
-        load = min(max(0, streams_ahead), MAX_TTFA_LOAD)
+        load = min(max(0, other_streams), MAX_TTFA_LOAD)
         samples = self._ttfa.setdefault(load, deque(maxlen=TTFA_SAMPLES_PER_LOAD))
         samples.append(seconds)
         self._ttfa_quantiles[load] = quantile(samples, TTFA_QUANTILE)
@@ -228,17 +230,18 @@ class LoadModel:
         return max(MIN_MARGIN, SPREAD_SIGMAS * spread)
 
     def ttfa_line(self) -> tuple[float, float] | None:
-        """(idle, per stream ahead): the TTFA p90 a new stream hears is idle +
-        per_stream_ahead x the streams already running; None until at least two counts
-        of streams ahead have MIN_TTFA_SAMPLES first audios each. Idle is the p90 of the
-        requests that found the engine idle where there are enough of them."""
+        """(idle, per other stream): the TTFA p90 a new stream hears is idle +
+        per_other_stream x the other streams it shares the engine with; None until at
+        least two counts of other streams have MIN_TTFA_SAMPLES first audios each. Idle is
+        the p90 of the requests that had the engine to themselves where there are enough
+        of them."""
         points = [(float(load), self._ttfa_quantiles[load], float(len(samples)))
                   for load, samples in sorted(self._ttfa.items())
                   if len(samples) >= MIN_TTFA_SAMPLES]
         if len(points) < 2:
             return None
         if len(self._ttfa.get(0, ())) >= MIN_TTFA_SAMPLES:
-            # NOTE: the line starts at what callers who found the engine idle heard and
+            # NOTE: the line starts at what callers alone in the engine heard and
             # rises through the loaded points (least squares through a fixed intercept)
             idle = self._ttfa_quantiles[0]
             slope = (sum(w * x * (y - idle) for x, y, w in points)
@@ -265,18 +268,18 @@ class LoadModel:
         if (by_ttfa := self._ttfa_fit_capacity()) is not None:
             self._ttfa_capacity = by_ttfa
 
-    def predicted_ttfa(self, streams_ahead: int) -> float | None:
-        """The TTFA p90 a request hears that finds `streams_ahead` streams running: the
+    def predicted_ttfa(self, other_streams: int) -> float | None:
+        """The TTFA p90 a request hears that shares the engine with `other_streams`: the
         p90 measured at that load where it has MIN_TTFA_SAMPLES first audios, else the
         line's; None while the line is unknown."""
         line = self.ttfa_line()
         if line is None:
             return None
-        load = min(max(0, streams_ahead), MAX_TTFA_LOAD)
+        load = min(max(0, other_streams), MAX_TTFA_LOAD)
         if len(self._ttfa.get(load, ())) >= MIN_TTFA_SAMPLES:
             return self._ttfa_quantiles[load]
-        idle, per_stream_ahead = line
-        return idle + max(0.0, per_stream_ahead) * max(0, streams_ahead)
+        idle, per_other_stream = line
+        return idle + max(0.0, per_other_stream) * max(0, other_streams)
 
     def wait_budget(self, num_streams: int) -> float | None:
         """Seconds a request may wait for a turn among `num_streams` streams and still
@@ -290,24 +293,24 @@ class LoadModel:
 
     def _ttfa_fit_capacity(self) -> int | None:
         """Most streams at which a new one's first audio still comes within TTFA_FACTOR
-        times an idle engine's (or the floor): the fewest streams ahead at which the p90
+        times an idle engine's (or the floor): the fewest other streams at which the p90
         measured (or, beyond the loads seen, the line) exceeds that, at least 1; None
         when the recent requests do not tell (all at one load, or TTFA not growing)."""
         line = self.ttfa_line()
         if line is None:
             return None
-        idle, per_stream_ahead = line
+        idle, per_other_stream = line
         target = self.ttfa_target(idle)
         # NOTE: measured loads are checked one by one (a step-shaped rise, e.g. the first
-        # stream ahead costing a whole step's wait and more costing little, fits no line)
+        # other stream costing a whole step's wait and more costing little, fits no line)
         seen = [load for load, samples in self._ttfa.items() if len(samples) >= MIN_TTFA_SAMPLES]
         for load in range(max(seen) + 1):
             predicted = self.predicted_ttfa(load)
             if predicted is not None and predicted > target:
                 return max(1, load)
-        if per_stream_ahead <= 0:
+        if per_other_stream <= 0:
             return None
-        beyond = math.floor(max(0.0, target - idle) / per_stream_ahead + 1e-9) + 1
+        beyond = math.floor(max(0.0, target - idle) / per_other_stream + 1e-9) + 1
         return max(max(seen) + 1, beyond)
 
     def capacity(self) -> int:

@@ -21,9 +21,9 @@ def test_first_audio_counts_the_wait_for_the_running_step(model) -> None:
     seen: list[tuple[int, float]] = []
     observe = engine.load.observe_first_audio
 
-    def recorded(streams_ahead: int, seconds: float) -> None:
-        seen.append((streams_ahead, seconds))
-        observe(streams_ahead, seconds)
+    def recorded(other_streams: int, seconds: float) -> None:
+        seen.append((other_streams, seconds))
+        observe(other_streams, seconds)
 
     engine.load.observe_first_audio = recorded  # type: ignore[method-assign]
     added = []
@@ -69,3 +69,23 @@ def test_first_audio_counts_the_wait_for_the_running_step(model) -> None:
     # the load model heard what the caller heard, the wait for the running step included
     assert abs(seen[1][1] - heard) < 0.02
     assert seen[1][1] > (second.first_audio_time - second.arrival) + STALL_SECONDS / 2
+
+
+def test_first_audio_is_learned_against_the_streams_that_shared_the_wait(model) -> None:
+    """Callers handed in together share their first steps, whichever the engine took
+    first: both count the other. A stream already playing counts for a newcomer, and a
+    newcomer does not count for it."""
+    engine = make_engine(model)
+    endless = float("inf")
+    first = engine.add_request(TEXT, "default", params(0, eos_threshold=endless))
+    second = engine.add_request(TEXT, "default", params(1, eos_threshold=endless))
+    assert (first.streams_sharing, second.streams_sharing) == (1, 1)
+    while first.first_audio_time is None or second.first_audio_time is None:
+        engine.step()
+    third = engine.add_request(TEXT, "default", params(2, eos_threshold=endless))
+    assert (first.streams_sharing, second.streams_sharing, third.streams_sharing) == (1, 1, 2)
+    for request in (first, second, third):
+        engine.abort(request.request_id)
+    while engine.has_work():
+        engine.step()
+    assert engine.is_idle() and engine.check_integrity()

@@ -113,7 +113,7 @@ def test_idle_and_empty_steps_teach_nothing() -> None:
 
 def test_new_callers_first_audio_caps_the_streams() -> None:
     """TTFA = 0.1 s + 0.05 s per stream already running: within 2x idle (0.2 s) or 0.25 s
-    up to 3 streams ahead, so 4 streams, however cheap the steps are."""
+    up to 3 other streams, so 4 streams, however cheap the steps are."""
     model = LoadModel()
     _feed_ar(model, 0.001, 0.0005, [1, 2, 4, 8, 16])
     uncapped = model.capacity()
@@ -121,10 +121,10 @@ def test_new_callers_first_audio_caps_the_streams() -> None:
     for _ in range(20):
         for ahead in range(8):
             model.observe_first_audio(ahead, 0.1 + 0.05 * ahead)
-    idle, per_stream_ahead = model.ttfa_line()
-    assert idle == pytest.approx(0.1) and per_stream_ahead == pytest.approx(0.05)
+    idle, per_other_stream = model.ttfa_line()
+    assert idle == pytest.approx(0.1) and per_other_stream == pytest.approx(0.05)
     assert model.capacity() == 4
-    # An operator's floor of 0: within 2x idle (0.2 s) alone, so 2 streams ahead at most.
+    # An operator's floor of 0: within 2x idle (0.2 s) alone, so 2 other streams at most.
     model.set_ttfa_floor(0.0)
     assert model.capacity() == 3 and model.wait_budget(3) == pytest.approx(0.0)
     assert model.wait_budget(1) == pytest.approx(0.1)
@@ -141,21 +141,21 @@ def test_new_callers_first_audio_caps_the_streams() -> None:
 def test_the_ttfa_cap_follows_the_p90_callers_hear_not_the_mean() -> None:
     """A caller that comes while N streams run waits for the step then running: from
     nothing to 0.04 s x N, evenly. Mean 0.1 + 0.02 N keeps within 2x idle (0.2 s) up to
-    5 streams ahead; the p90, 0.1 + 0.0344 N, only up to 2: 3 streams, not 6."""
+    5 other streams; the p90, 0.1 + 0.0344 N, only up to 2: 3 streams, not 6."""
     model = LoadModel()
     _feed_ar(model, 0.001, 0.0005, [1, 2, 4, 8, 16])
     model.set_ttfa_floor(0.0)
     for k in range(10):
         for ahead in range(8):
             model.observe_first_audio(ahead, 0.1 + 0.04 * ahead * (k + 0.5) / 10)
-    idle, per_stream_ahead = model.ttfa_line()
-    assert idle == pytest.approx(0.1) and per_stream_ahead == pytest.approx(0.0344)
+    idle, per_other_stream = model.ttfa_line()
+    assert idle == pytest.approx(0.1) and per_other_stream == pytest.approx(0.0344)
     assert model.capacity() == 3
     # a queued caller's budget is what the p90 leaves it
     assert model.wait_budget(2) == pytest.approx(0.2 - 0.1 - 0.0344)
 
 
-def test_idle_is_what_callers_who_found_the_engine_idle_heard() -> None:
+def test_idle_is_what_callers_alone_in_the_engine_heard() -> None:
     """The first stream ahead costs a whole step's wait (0.05 s to 0.15 s); more cost
     little. A line through the loaded points alone starts at 0.15 s and would allow 16
     streams within 2x; idle callers heard 0.05 s, so a caller is best alone."""
