@@ -28,7 +28,7 @@ First audio is a promise of its own. The model keeps the recent times to first a
 N other streams (running when they came, or coming before their first audio), for each N,
 and takes their `TTFA_QUANTILE` (the p90 callers hear, not the mean: the wait for the step
 then running is spread from nothing to a whole step, and grows with the load). Idle is the
-p90 of the requests that had the engine to themselves. A line through the loads' p90s
+median of the requests that had the engine to themselves (`idle_ttfa`). A line through the loads' p90s
 (TTFA p90 = idle + per_other_stream x N, each load weighted by its samples; its intercept
 stands for idle until enough requests had the engine to themselves)
 predicts the loads not yet seen. It predicts no more streams than keep the p90 within
@@ -65,7 +65,9 @@ TTFA_SAMPLES_PER_LOAD = 64  # recent first audios kept for each count of other s
 # a count of other streams counts from this many first audios (with 10, one outlier moves
 # the p90 a tenth of the way to it)
 MIN_TTFA_SAMPLES = 10
-MAX_TTFA_LOAD = 64  # requests that found more streams running count as this many
+MAX_TTFA_LOAD = 64  # requests that shared the engine with more count as this many
+# a load no request has met for this many first audios starts to be forgotten
+TTFA_FORGET_FIRST_AUDIOS = 1000
 # windows kept up (~5 minutes of load) after which one stream more than fell behind is
 # tried, if the engine's time allows: trying costs the tried stream's listeners a stall
 FORGET_WINDOWS = 300
@@ -112,7 +114,9 @@ class LoadModel:
         # (oldest first), and their TTFA_QUANTILE
         self._ttfa: dict[int, deque[float]] = {}
         self._ttfa_quantiles: dict[int, float] = {}
-        # the last capacity the TTFA fit told (kept while light load teaches it nothing)
+        self._first_audios = 0  # first audios observed since the start (or restore)
+        self._ttfa_last: dict[int, int] = {}  # ... when each load last had one
+        # what the TTFA samples cap the streams at (None: they do not tell yet)
         self._ttfa_capacity: int | None = None
         # a new caller's first audio is kept within TTFA_FACTOR x an idle engine's or
         # this, whichever is longer (set_ttfa_floor: an operator's choice)
@@ -148,8 +152,24 @@ class LoadModel:
         samples = self._ttfa.setdefault(load, deque(maxlen=TTFA_SAMPLES_PER_LOAD))
         samples.append(seconds)
         self._ttfa_quantiles[load] = quantile(samples, TTFA_QUANTILE)
-        if (by_ttfa := self._ttfa_fit_capacity()) is not None:
-            self._ttfa_capacity = by_ttfa
+        self._first_audios += 1
+        self._ttfa_last[load] = self._first_audios
+        self._forget_unvisited_loads()
+        self._ttfa_capacity = self._ttfa_fit_capacity()
+
+    def _forget_unvisited_loads(self) -> None:
+        """A load not seen for TTFA_FORGET_FIRST_AUDIOS first audios loses its oldest
+        sample at each first audio since: a cap that keeps the engine below a load would
+        otherwise keep what that load once cost for ever (one noisy minute would cap a
+        server for good); once too few are left, the load is tried again."""
+        for load in list(self._ttfa):
+            if self._first_audios - self._ttfa_last.get(load, 0) > TTFA_FORGET_FIRST_AUDIOS:
+                samples = self._ttfa[load]
+                samples.popleft()
+                if samples:
+                    self._ttfa_quantiles[load] = quantile(samples, TTFA_QUANTILE)
+                else:
+                    del self._ttfa[load], self._ttfa_quantiles[load]
 
     def _close_window(self, window: _Window) -> None:
         streams = window.mean_streams
@@ -233,8 +253,8 @@ class LoadModel:
         """(idle, per other stream): the TTFA p90 a new stream hears is idle +
         per_other_stream x the other streams it shares the engine with; None until at
         least two counts of other streams have MIN_TTFA_SAMPLES first audios each. Idle is
-        the p90 of the requests that had the engine to themselves where there are enough
-        of them."""
+        `idle_ttfa` where enough requests had the engine to themselves, else the line's
+        intercept."""
         points = [(float(load), self._ttfa_quantiles[load], float(len(samples)))
                   for load, samples in sorted(self._ttfa.items())
                   if len(samples) >= MIN_TTFA_SAMPLES]
@@ -243,7 +263,7 @@ class LoadModel:
         if len(self._ttfa.get(0, ())) >= MIN_TTFA_SAMPLES:
             # NOTE: the line starts at what callers alone in the engine heard and
             # rises through the loaded points (least squares through a fixed intercept)
-            idle = self._ttfa_quantiles[0]
+            idle = self.idle_ttfa()
             slope = (sum(w * x * (y - idle) for x, y, w in points)
                      / sum(w * x * x for x, _, w in points))
             return idle, slope
@@ -255,6 +275,14 @@ class LoadModel:
         idle = mean_y - slope * mean_x
         return (idle, slope) if idle > 0 else None  # a line that says nothing sensible
 
+    def idle_ttfa(self) -> float:
+        """The median first audio of the requests alone in the engine. NOTE: the median,
+        not the p90: an idle server's first audio barely spreads (its p90 is within a few
+        ms of its median); the tail of those alone under load is the machine's other work
+        (HTTP refusals, a client on the same cores), which turning streams away does not
+        shorten, and taking it as idle would loosen the target by as much."""
+        return quantile(self._ttfa[0], 0.5)
+
     def ttfa_target(self, idle: float) -> float:
         """The first audio a new stream should hear within, given an idle engine's."""
         return max(TTFA_FACTOR * idle, self.ttfa_floor)
@@ -265,8 +293,7 @@ class LoadModel:
         if seconds < 0:
             raise ValueError(f"the TTFA floor must be >= 0 s, got {seconds}")
         self.ttfa_floor = seconds
-        if (by_ttfa := self._ttfa_fit_capacity()) is not None:
-            self._ttfa_capacity = by_ttfa
+        self._ttfa_capacity = self._ttfa_fit_capacity()
 
     def predicted_ttfa(self, other_streams: int) -> float | None:
         """The TTFA p90 a request hears that shares the engine with `other_streams`: the
@@ -368,6 +395,7 @@ class LoadModel:
                       for n, samples in ttfa.items() if (kept := [v for v in samples if v > 0])}
         self._ttfa_quantiles = {n: quantile(samples, TTFA_QUANTILE)
                                 for n, samples in self._ttfa.items()}
+        self._first_audios, self._ttfa_last = 0, {}
         self._windows_at = {n: counts for n, counts in windows_at.items()
                             if n >= 0 and all(map(math.isfinite, counts))}
         self._ttfa_capacity = self._ttfa_fit_capacity()
