@@ -28,10 +28,10 @@ First audio is a promise of its own. The model keeps the recent times to first a
 N other streams (running when they came, or coming before their first audio), for each N,
 and takes their `TTFA_QUANTILE` (the p90 callers hear, not the mean: the wait for the step
 then running is spread from nothing to a whole step, and grows with the load). Idle is the
-median of the requests that had the engine to themselves (`idle_ttfa`). A line through the loads' p90s
-(TTFA p90 = idle + per_other_stream x N, each load weighted by its samples; its intercept
-stands for idle until enough requests had the engine to themselves)
-predicts the loads not yet seen. It predicts no more streams than keep the p90 within
+median of the requests that had the engine to themselves (`idle_ttfa`). A line through
+the loads' p90s (TTFA p90 = idle + per_other_stream x N, each load weighted by its
+samples; its intercept stands for idle until enough requests had the engine to
+themselves) predicts the loads not yet seen. It predicts no more streams than keep the p90 within
 `TTFA_FACTOR` times idle (or a floor, by default `MIN_TTFA_TARGET_SECONDS`; an operator
 may set another: `set_ttfa_floor`), measured where measured, else by the line; the same
 tells a queued caller how long it may wait (`wait_budget`). Before there is enough to fit,
@@ -110,8 +110,8 @@ class LoadModel:
         self._windows_since_behind = 0
         # recent windows by streams (rounded): faded counts of [kept up, fell behind]
         self._windows_at: dict[int, list[float]] = {}
-        # recent times to first audio by the streams running when each request came
-        # (oldest first), and their TTFA_QUANTILE
+        # recent times to first audio (oldest first) by the other streams that shared
+        # each request's wait, and their TTFA_QUANTILE
         self._ttfa: dict[int, deque[float]] = {}
         self._ttfa_quantiles: dict[int, float] = {}
         self._first_audios = 0  # first audios observed since the start (or restore)
@@ -300,8 +300,9 @@ class LoadModel:
         p90 measured at that load where it has MIN_TTFA_SAMPLES first audios, else the
         line's; None while the line is unknown."""
         line = self.ttfa_line()
-        if line is None:
-            return None
+        return None if line is None else self._predicted_ttfa(other_streams, line)
+
+    def _predicted_ttfa(self, other_streams: int, line: tuple[float, float]) -> float:
         load = min(max(0, other_streams), MAX_TTFA_LOAD)
         if len(self._ttfa.get(load, ())) >= MIN_TTFA_SAMPLES:
             return self._ttfa_quantiles[load]
@@ -313,10 +314,9 @@ class LoadModel:
         hear its first audio within the TTFA target: it starts as one of them ends, with
         the other `num_streams - 1` running. None while the TTFA line is unknown."""
         line = self.ttfa_line()
-        predicted = self.predicted_ttfa(num_streams - 1)
-        if line is None or predicted is None:
+        if line is None:
             return None
-        return max(0.0, self.ttfa_target(line[0]) - predicted)
+        return max(0.0, self.ttfa_target(line[0]) - self._predicted_ttfa(num_streams - 1, line))
 
     def _ttfa_fit_capacity(self) -> int | None:
         """Most streams at which a new one's first audio still comes within TTFA_FACTOR
@@ -332,8 +332,7 @@ class LoadModel:
         # other stream costing a whole step's wait and more costing little, fits no line)
         seen = [load for load, samples in self._ttfa.items() if len(samples) >= MIN_TTFA_SAMPLES]
         for load in range(max(seen) + 1):
-            predicted = self.predicted_ttfa(load)
-            if predicted is not None and predicted > target:
+            if self._predicted_ttfa(load, line) > target:
                 return max(1, load)
         if per_other_stream <= 0:
             return None
