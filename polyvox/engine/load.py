@@ -114,6 +114,12 @@ class LoadModel:
         # each request's wait, and their TTFA_QUANTILE
         self._ttfa: dict[int, deque[float]] = {}
         self._ttfa_quantiles: dict[int, float] = {}
+        # NOTE: what the samples say, published whole (a new tuple each time) by the thread
+        # that learns: admission reads it from the server's event loop while the engine
+        # thread files first audios, and reading the samples themselves then could see a
+        # load half added or forgotten. (the line or None, {load: TTFA p90} of the loads
+        # with MIN_TTFA_SAMPLES first audios)
+        self._ttfa_view: tuple[tuple[float, float] | None, dict[int, float]] = (None, {})
         self._first_audios = 0  # first audios observed since the start (or restore)
         self._ttfa_last: dict[int, int] = {}  # ... when each load last had one
         # what the TTFA samples cap the streams at (None: they do not tell yet)
@@ -155,6 +161,12 @@ class LoadModel:
         self._first_audios += 1
         self._ttfa_last[load] = self._first_audios
         self._forget_unvisited_loads()
+        self._publish_ttfa()
+
+    def _publish_ttfa(self) -> None:
+        counted = {load: self._ttfa_quantiles[load] for load, samples in self._ttfa.items()
+                   if len(samples) >= MIN_TTFA_SAMPLES}
+        self._ttfa_view = (self._fit_ttfa_line(), counted)
         self._ttfa_capacity = self._ttfa_fit_capacity()
 
     def _forget_unvisited_loads(self) -> None:
@@ -251,6 +263,12 @@ class LoadModel:
 
     def ttfa_line(self) -> tuple[float, float] | None:
         """(idle, per other stream): the TTFA p90 a new stream hears is idle +
+        per_other_stream x the other streams it shares the engine with (as last
+        published; see `_fit_ttfa_line`)."""
+        return self._ttfa_view[0]
+
+    def _fit_ttfa_line(self) -> tuple[float, float] | None:
+        """(idle, per other stream): the TTFA p90 a new stream hears is idle +
         per_other_stream x the other streams it shares the engine with; None until at
         least two counts of other streams have MIN_TTFA_SAMPLES first audios each. Idle is
         `idle_ttfa` where enough requests had the engine to themselves, else the line's
@@ -299,45 +317,38 @@ class LoadModel:
         """The TTFA p90 a request hears that shares the engine with `other_streams`: the
         p90 measured at that load where it has MIN_TTFA_SAMPLES first audios, else the
         line's; None while the line is unknown."""
-        line = self.ttfa_line()
-        return None if line is None else self._predicted_ttfa(other_streams, line)
-
-    def _predicted_ttfa(self, other_streams: int, line: tuple[float, float]) -> float:
-        load = min(max(0, other_streams), MAX_TTFA_LOAD)
-        if len(self._ttfa.get(load, ())) >= MIN_TTFA_SAMPLES:
-            return self._ttfa_quantiles[load]
-        idle, per_other_stream = line
-        return idle + max(0.0, per_other_stream) * max(0, other_streams)
+        line, counted = self._ttfa_view
+        return None if line is None else _predicted_ttfa(other_streams, line, counted)
 
     def wait_budget(self, num_streams: int) -> float | None:
         """Seconds a request may wait for a turn among `num_streams` streams and still
         hear its first audio within the TTFA target: it starts as one of them ends, with
         the other `num_streams - 1` running. None while the TTFA line is unknown."""
-        line = self.ttfa_line()
+        line, counted = self._ttfa_view
         if line is None:
             return None
-        return max(0.0, self.ttfa_target(line[0]) - self._predicted_ttfa(num_streams - 1, line))
+        predicted = _predicted_ttfa(num_streams - 1, line, counted)
+        return max(0.0, self.ttfa_target(line[0]) - predicted)
 
     def _ttfa_fit_capacity(self) -> int | None:
         """Most streams at which a new one's first audio still comes within TTFA_FACTOR
         times an idle engine's (or the floor): the fewest other streams at which the p90
         measured (or, beyond the loads seen, the line) exceeds that, at least 1; None
         when the recent requests do not tell (all at one load, or TTFA not growing)."""
-        line = self.ttfa_line()
+        line, counted = self._ttfa_view
         if line is None:
             return None
         idle, per_other_stream = line
         target = self.ttfa_target(idle)
         # NOTE: measured loads are checked one by one (a step-shaped rise, e.g. the first
         # other stream costing a whole step's wait and more costing little, fits no line)
-        seen = [load for load, samples in self._ttfa.items() if len(samples) >= MIN_TTFA_SAMPLES]
-        for load in range(max(seen) + 1):
-            if self._predicted_ttfa(load, line) > target:
+        for load in range(max(counted) + 1):
+            if _predicted_ttfa(load, line, counted) > target:
                 return max(1, load)
         if per_other_stream <= 0:
             return None
         beyond = math.floor(max(0.0, target - idle) / per_other_stream + 1e-9) + 1
-        return max(max(seen) + 1, beyond)
+        return max(max(counted) + 1, beyond)
 
     def capacity(self) -> int:
         """Streams the engine is predicted to sustain in real time (at least 1): what its
@@ -363,8 +374,12 @@ class LoadModel:
         """What the model learned, as plain JSON-able values."""
         return {"sxx": self._sxx, "sxy": self._sxy, "num_windows": self._num_windows,
                 "most_kept_up": self.most_kept_up, "fewest_behind": self.fewest_behind,
-                "ttfa_samples": {str(n): list(samples) for n, samples in self._ttfa.items()},
-                "windows_at": {str(n): counts for n, counts in self._windows_at.items()}}
+                # NOTE: dict() and list() copy in one go; the server saves from another
+                # thread than the engine's, which may add a load meanwhile
+                "ttfa_samples": {str(n): list(samples)
+                                 for n, samples in dict(self._ttfa).items()},
+                "windows_at": {str(n): list(counts)
+                               for n, counts in dict(self._windows_at).items()}}
 
     def restore(self, state: dict[str, object]) -> None:
         """Start from a saved `state()`; ValueError when it is not one."""
@@ -395,9 +410,9 @@ class LoadModel:
         self._ttfa_quantiles = {n: quantile(samples, TTFA_QUANTILE)
                                 for n, samples in self._ttfa.items()}
         self._first_audios, self._ttfa_last = 0, {}
+        self._publish_ttfa()
         self._windows_at = {n: counts for n, counts in windows_at.items()
                             if n >= 0 and all(map(math.isfinite, counts))}
-        self._ttfa_capacity = self._ttfa_fit_capacity()
         self._fit()
 
 
@@ -408,3 +423,13 @@ def quantile(values: Iterable[float], q: float) -> float:
     below = math.floor(place)
     above = min(below + 1, len(ordered) - 1)
     return ordered[below] + (ordered[above] - ordered[below]) * (place - below)
+
+
+def _predicted_ttfa(other_streams: int, line: tuple[float, float],
+                    counted: dict[int, float]) -> float:
+    """The TTFA p90 measured with `other_streams` where counted, else the line's."""
+    load = min(max(0, other_streams), MAX_TTFA_LOAD)
+    if load in counted:
+        return counted[load]
+    idle, per_other_stream = line
+    return idle + max(0.0, per_other_stream) * max(0, other_streams)

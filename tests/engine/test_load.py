@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
+import threading
 
 import pytest
 
@@ -319,3 +321,38 @@ def test_the_evidence_of_falling_behind_survives_a_restart_and_older_files_load(
     assert model.fewest_behind == 8
     older = {key: value for key, value in model.state().items() if key != "windows_at"}
     LoadModel().restore(older)  # a file saved before the evidence was kept
+
+
+def test_admission_reads_the_first_audio_model_while_the_engine_files_first_audios() -> None:
+    """The server's event loop asks for the wait budget and the capacity, and a worker
+    thread saves the model, while the engine thread files first audios at new loads and
+    forgets old ones: every read sees a whole model, none raises."""
+    model = LoadModel()
+    _feed_ar(model, 0.001, 0.0005, [1, 2, 4, 8, 16])
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def engine_thread() -> None:
+        try:
+            for index in range(12_000):
+                load = index % 7 if index % 1000 < 900 else 10 + index % 50
+                model.observe_first_audio(load, 0.05 + 0.01 * load)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+        finally:
+            done.set()
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    worker = threading.Thread(target=engine_thread)
+    try:
+        worker.start()
+        while not done.is_set():
+            for streams in range(1, 70):
+                model.wait_budget(streams)
+            model.capacity()
+            json.dumps(model.state())
+    finally:
+        worker.join()
+        sys.setswitchinterval(switch)
+    assert not errors
