@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MIN_MARGIN = 0.15  # of the engine's time, always kept free
 MIN_WINDOW_AUDIO_SECONDS = 2.0  # a window closes once its steps made this much audio
@@ -90,6 +90,15 @@ class _Window:
         return self.stream_seconds / self.busy if self.busy > 0 else 0.0
 
 
+@dataclass
+class _FirstAudios:
+    """The recent times to first audio (oldest first) of the requests that shared their
+    wait with one count of other streams."""
+
+    samples: deque[float] = field(default_factory=lambda: deque(maxlen=TTFA_SAMPLES_PER_LOAD))
+    last_seen: int = 0  # the model's count of first audios when this load last had one
+
+
 class LoadModel:
     """demand(N) = fixed + per_stream * N, fitted from the engine's steps."""
 
@@ -110,18 +119,15 @@ class LoadModel:
         self._windows_since_behind = 0
         # recent windows by streams (rounded): faded counts of [kept up, fell behind]
         self._windows_at: dict[int, list[float]] = {}
-        # recent times to first audio (oldest first) by the other streams that shared
-        # each request's wait, and their TTFA_QUANTILE
-        self._ttfa: dict[int, deque[float]] = {}
-        self._ttfa_quantiles: dict[int, float] = {}
+        # by the other streams that shared each request's wait
+        self._ttfa: dict[int, _FirstAudios] = {}
+        self._first_audios = 0  # first audios observed since the start (or restore)
         # NOTE: what the samples say, published whole (a new tuple each time) by the thread
         # that learns: admission reads it from the server's event loop while the engine
         # thread files first audios, and reading the samples themselves then could see a
         # load half added or forgotten. (the line or None, {load: TTFA p90} of the loads
         # with MIN_TTFA_SAMPLES first audios)
         self._ttfa_view: tuple[tuple[float, float] | None, dict[int, float]] = (None, {})
-        self._first_audios = 0  # first audios observed since the start (or restore)
-        self._ttfa_last: dict[int, int] = {}  # ... when each load last had one
         # what the TTFA samples cap the streams at (None: they do not tell yet)
         self._ttfa_capacity: int | None = None
         # a new caller's first audio is kept within TTFA_FACTOR x an idle engine's or
@@ -154,19 +160,21 @@ class LoadModel:
         or coming before its first audio)."""
         if not seconds > 0 or not math.isfinite(seconds) or not self.is_learning:
             return
-        load = min(max(0, other_streams), MAX_TTFA_LOAD)
-        samples = self._ttfa.setdefault(load, deque(maxlen=TTFA_SAMPLES_PER_LOAD))
-        samples.append(seconds)
-        self._ttfa_quantiles[load] = quantile(samples, TTFA_QUANTILE)
         self._first_audios += 1
-        self._ttfa_last[load] = self._first_audios
+        seen = self._ttfa.setdefault(min(max(0, other_streams), MAX_TTFA_LOAD), _FirstAudios())
+        seen.samples.append(seconds)
+        seen.last_seen = self._first_audios
         self._forget_unvisited_loads()
         self._publish_ttfa()
 
     def _publish_ttfa(self) -> None:
-        counted = {load: self._ttfa_quantiles[load] for load, samples in self._ttfa.items()
-                   if len(samples) >= MIN_TTFA_SAMPLES}
-        self._ttfa_view = (self._fit_ttfa_line(), counted)
+        """The TTFA_QUANTILE of each load with MIN_TTFA_SAMPLES first audios and the line
+        through them, published whole; the TTFA cap follows."""
+        points = {load: (quantile(seen.samples, TTFA_QUANTILE), len(seen.samples))
+                  for load, seen in sorted(self._ttfa.items())
+                  if len(seen.samples) >= MIN_TTFA_SAMPLES}
+        self._ttfa_view = (self._fit_ttfa_line(points),
+                           {load: p90 for load, (p90, _) in points.items()})
         self._ttfa_capacity = self._ttfa_fit_capacity()
 
     def _forget_unvisited_loads(self) -> None:
@@ -174,14 +182,11 @@ class LoadModel:
         sample at each first audio since: a cap that keeps the engine below a load would
         otherwise keep what that load once cost for ever (one noisy minute would cap a
         server for good); once too few are left, the load is tried again."""
-        for load in list(self._ttfa):
-            if self._first_audios - self._ttfa_last.get(load, 0) > TTFA_FORGET_FIRST_AUDIOS:
-                samples = self._ttfa[load]
-                samples.popleft()
-                if samples:
-                    self._ttfa_quantiles[load] = quantile(samples, TTFA_QUANTILE)
-                else:
-                    del self._ttfa[load], self._ttfa_quantiles[load]
+        for load, seen in list(self._ttfa.items()):
+            if self._first_audios - seen.last_seen > TTFA_FORGET_FIRST_AUDIOS:
+                seen.samples.popleft()
+                if not seen.samples:
+                    del self._ttfa[load]
 
     def _close_window(self, window: _Window) -> None:
         streams = window.mean_streams
@@ -267,18 +272,15 @@ class LoadModel:
         published; see `_fit_ttfa_line`)."""
         return self._ttfa_view[0]
 
-    def _fit_ttfa_line(self) -> tuple[float, float] | None:
-        """(idle, per other stream): the TTFA p90 a new stream hears is idle +
-        per_other_stream x the other streams it shares the engine with; None until at
-        least two counts of other streams have MIN_TTFA_SAMPLES first audios each. Idle is
-        `idle_ttfa` where enough requests had the engine to themselves, else the line's
-        intercept."""
-        points = [(float(load), self._ttfa_quantiles[load], float(len(samples)))
-                  for load, samples in sorted(self._ttfa.items())
-                  if len(samples) >= MIN_TTFA_SAMPLES]
-        if len(points) < 2:
+    def _fit_ttfa_line(self, counted: dict[int, tuple[float, int]]
+                       ) -> tuple[float, float] | None:
+        """The line through the counted loads' (p90, samples), each weighted by its
+        samples; None with fewer than two. Idle is `idle_ttfa` where enough requests had
+        the engine to themselves, else the line's intercept."""
+        if len(counted) < 2:
             return None
-        if len(self._ttfa.get(0, ())) >= MIN_TTFA_SAMPLES:
+        points = [(float(load), p90, float(count)) for load, (p90, count) in counted.items()]
+        if 0 in counted:
             # NOTE: the line starts at what callers alone in the engine heard and
             # rises through the loaded points (least squares through a fixed intercept)
             idle = self.idle_ttfa()
@@ -299,7 +301,7 @@ class LoadModel:
         ms of its median); the tail of those alone under load is the machine's other work
         (HTTP refusals, a client on the same cores), which turning streams away does not
         shorten, and taking it as idle would loosen the target by as much."""
-        return quantile(self._ttfa[0], 0.5)
+        return quantile(self._ttfa[0].samples, 0.5)
 
     def ttfa_target(self, idle: float) -> float:
         """The first audio a new stream should hear within, given an idle engine's."""
@@ -376,8 +378,8 @@ class LoadModel:
                 "most_kept_up": self.most_kept_up, "fewest_behind": self.fewest_behind,
                 # NOTE: dict() and list() copy in one go; the server saves from another
                 # thread than the engine's, which may add a load meanwhile
-                "ttfa_samples": {str(n): list(samples)
-                                 for n, samples in dict(self._ttfa).items()},
+                "ttfa_samples": {str(n): list(seen.samples)
+                                 for n, seen in dict(self._ttfa).items()},
                 "windows_at": {str(n): list(counts)
                                for n, counts in dict(self._windows_at).items()}}
 
@@ -405,11 +407,9 @@ class LoadModel:
         self._sxx, self._sxy, self._num_windows = sxx, sxy, num_windows
         self.most_kept_up = max(0, most_kept_up)
         self.fewest_behind = None if fewest_behind is None else max(1, fewest_behind)
-        self._ttfa = {n: deque(kept, maxlen=TTFA_SAMPLES_PER_LOAD)
+        self._ttfa = {n: _FirstAudios(deque(kept, maxlen=TTFA_SAMPLES_PER_LOAD))
                       for n, samples in ttfa.items() if (kept := [v for v in samples if v > 0])}
-        self._ttfa_quantiles = {n: quantile(samples, TTFA_QUANTILE)
-                                for n, samples in self._ttfa.items()}
-        self._first_audios, self._ttfa_last = 0, {}
+        self._first_audios = 0
         self._publish_ttfa()
         self._windows_at = {n: counts for n, counts in windows_at.items()
                             if n >= 0 and all(map(math.isfinite, counts))}
