@@ -179,7 +179,8 @@ class RemoteClient:
             record.status = response.status_code
             if response.status_code != 200:
                 await response.aread()
-                _record_refusal(record, response.headers.get("retry-after"),
+                _record_refusal(record, _retry_after(response.headers.get("retry-after-ms"),
+                                                     response.headers.get("retry-after")),
                                 _error_message(response))
                 return
             record.sample_rate = int(response.headers.get("x-sample-rate",
@@ -221,7 +222,9 @@ class RemoteClient:
                     error = event["error"]
                     record.status = WS_REFUSAL_STATUS.get(
                         error.get("code"), 500 if error.get("type") == "server_error" else 400)
-                    _record_refusal(record, event.get("retry_after"), error.get("message"))
+                    _record_refusal(record, _retry_after(event.get("retry_after_ms"),
+                                                         event.get("retry_after")),
+                                    error.get("message"))
                     return
 
 
@@ -237,12 +240,21 @@ def _server_view(before: Buckets | None, after: Buckets | None) -> dict[str, Any
     return {"server_ttfa_p50_ms": ms(50), "server_ttfa_p90_ms": ms(90)}
 
 
-def _record_refusal(record: RequestRecord, retry_after: Any, message: str | None) -> None:
+def _retry_after(milliseconds: Any, seconds: Any) -> float | None:
+    """How long a refused client waits, in seconds: the server's Retry-After-Ms where it
+    sent one, else its Retry-After (as OpenAI's clients read them)."""
+    if milliseconds is not None:
+        return float(milliseconds) / 1000
+    return None if seconds is None else float(seconds)
+
+
+def _record_refusal(record: RequestRecord, retry_after: float | None,
+                    message: str | None) -> None:
     """A request the server did not serve: a refusal (kept apart, `finished` when it was
     answered), else an error."""
     record.finished = time.monotonic()
     if record.is_rejected:
-        record.retry_after = None if retry_after is None else float(retry_after)
+        record.retry_after = retry_after
     else:
         record.error = f"HTTP {record.status}: {message}"
 

@@ -71,4 +71,8 @@ class ServerError(RuntimeError):
         error = event.get("error", {})
         super().__init__(f"polyvox: {error.get('message', event)}")
         self.code = error.get("code")
-        self.retry_after = event.get("retry_after")
+        # seconds to wait before trying again: the server's milliseconds where it sent them
+        # (they spread refused callers), else its whole seconds
+        milliseconds = event.get("retry_after_ms")
+        self.retry_after = (event.get("retry_after") if milliseconds is None
+                            else milliseconds / 1000)

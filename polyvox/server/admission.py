@@ -14,7 +14,9 @@ waits in a FIFO queue, so queued requests start in arrival order, unless
     queued requests waited (an exponential average too, from 1: a turn can come later
     than a stream's mean says, e.g. while listeners behind hold everyone back; it fades
     back towards 1 with a half-life of 30 s without a queued request to measure),
-in which case it is refused at once with 429 and a Retry-After. Before the model is
+in which case it is refused at once with 429, a Retry-After and a Retry-After-Ms (see
+`retry_after_ms`: refused callers are spread over time, not sent back together). Before the
+model is
 loaded and while shutting down every request is refused with 503. A refused or queued
 request holds nothing in the engine: the engine sees a request only once it has its turn.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -41,15 +44,23 @@ PRIOR_SERVICE_SECONDS = 3.0  # a turn's length before any has ended: a sentence 
 WAIT_AVERAGING = 0.2  # weight of the newest queued request in the waits' averages
 WAIT_RATIO_BOUNDS = (0.5, 20.0)  # measured / estimated waits, as the estimates are scaled
 WAIT_RATIO_HALF_LIFE_SECONDS = 30.0  # without new waits the ratio fades back towards 1
+RETRY_SPREAD = 1.0  # a refusal's wait is stretched by a random 0 to this share of itself
 
 
 class Rejected(Exception):
     """The request is refused; nothing was allocated for it."""
 
-    def __init__(self, status: int, reason: str, message: str, retry_after: int) -> None:
+    def __init__(self, status: int, reason: str, message: str, retry_after_ms: int) -> None:
         super().__init__(message)
-        self.status, self.reason, self.message, self.retry_after = (
-            status, reason, message, retry_after)
+        self.status, self.reason, self.message = status, reason, message
+        self.retry_after_ms = retry_after_ms  # the Retry-After-Ms header
+        self.retry_after = max(1, math.ceil(retry_after_ms / 1000))  # whole seconds, never
+        # sooner than the milliseconds say
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after),
+                "Retry-After-Ms": str(self.retry_after_ms)}
 
 
 @dataclass
@@ -79,6 +90,7 @@ class Admission:
         self._waits = (0.0, 0.0)
         self._waited_at = 0.0  # when the last queued request got its turn
         self.clock: Callable[[], float] = time.monotonic
+        self.random = random.Random()  # the refusals' spread (seeded in tests)
 
     @property
     def num_queued(self) -> int:
@@ -134,28 +146,42 @@ class Admission:
         budget = None if self.wait_budget is None else self.wait_budget(self.current_limit)
         return self.max_wait_seconds if budget is None else min(self.max_wait_seconds, budget)
 
-    def retry_after(self) -> int:
+    def retry_after(self) -> float:
         """Seconds until a request would likely be let in: until a turn frees up, or until
-        the queue has drained below the wait limit."""
+        the queue has drained below the wait limit (at least 1)."""
         excess = self.estimated_wait(self.num_queued + 1) - self.wait_limit
-        return max(1, math.ceil(max(excess, self.estimated_wait(1))))
+        return max(1.0, excess, self.estimated_wait(1))
+
+    def retry_after_ms(self) -> int:
+        """A refused caller's Retry-After-Ms: `retry_after` stretched by a random share of
+        itself, up to RETRY_SPREAD.
+
+        NOTE: callers refused together (a burst, or callers who were refused together
+        before) and told the same wait come back together, and the server must answer
+        them all at once again, on the cores the engine uses: on this 2-core box such
+        waves made the 429's p99. Spread, they come back one by one. Never sooner than
+        the prediction says (earlier retries only make more refusals), and the whole-second
+        Retry-After is rounded up from this, so a client that reads only it comes back
+        no sooner either. OpenAI's clients read Retry-After-Ms first."""
+        stretch = 1.0 + RETRY_SPREAD * self.random.random()
+        return math.ceil(1000 * self.retry_after() * stretch)
 
     def check(self) -> None:
         """Raise Rejected when a request arriving now would be refused."""
         if not self.is_ready:
             raise Rejected(503, "not_ready", "the server is not ready (loading the model or "
-                           "shutting down); retry shortly", NOT_READY_RETRY_SECONDS)
+                           "shutting down); retry shortly", 1000 * NOT_READY_RETRY_SECONDS)
         if self._has_room():
             return
         if len(self._queue) >= self.max_queued:
             raise Rejected(429, "queue_full", f"too many requests: {self.num_running} streams "
                            f"running and {len(self._queue)} queued (the limit); retry later",
-                           self.retry_after())
+                           self.retry_after_ms())
         wait, limit = self.estimated_wait(len(self._queue) + 1), self.wait_limit
         if wait > limit:
             raise Rejected(429, "wait_too_long", f"too many requests: the estimated wait is "
                            f"{wait:.2f} s, over the {limit:.2f} s limit; retry later",
-                           self.retry_after())
+                           self.retry_after_ms())
 
     async def acquire(self) -> Ticket:
         """Wait for a turn (FIFO); raises Rejected at once when refused."""

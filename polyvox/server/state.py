@@ -55,7 +55,7 @@ class ServerState:
             self.metrics.refusal.observe(time.monotonic()
                                          - (asked if started is None else started))
             raise APIError(rejected.status, rejected.message, code=rejected.reason,
-                           headers={"Retry-After": str(rejected.retry_after)}) from None
+                           headers=rejected.headers) from None
         self.metrics.queue_wait.observe(time.monotonic() - asked)
         return ticket
 

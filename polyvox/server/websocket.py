@@ -245,7 +245,8 @@ class Session:
             ticket = await self.state.admit() if has_speech else None
         except APIError as error:
             await self.fail(error.message, CLOSE_TRY_LATER, code=error.code,
-                            retry_after=error.headers.get("Retry-After"))
+                            retry_after=error.headers.get("Retry-After"),
+                            retry_after_ms=error.headers.get("Retry-After-Ms"))
             return False
         if ticket is None:
             try:
@@ -326,10 +327,12 @@ class Session:
 
     async def fail(self, message: str, close_code: int, param: str | None = None,
                    code: str | None = None, kind: str = "invalid_request_error",
-                   retry_after: str | None = None) -> None:
+                   retry_after: str | None = None, retry_after_ms: str | None = None) -> None:
         event: dict[str, Any] = {"type": "error", **error_body(message, kind, param, code)}
         if retry_after is not None:
             event["retry_after"] = int(retry_after)
+        if retry_after_ms is not None:
+            event["retry_after_ms"] = int(retry_after_ms)
         try:
             await self.send(event)
         except (WebSocketDisconnect, RuntimeError, OSError):

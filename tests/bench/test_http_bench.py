@@ -124,6 +124,9 @@ def test_overload_refuses_the_excess_and_serves_the_rest(tight_server: Server,
         else:
             assert record.is_ok and record.status == 200 and sum(record.chunk_samples) > 0
             assert request_metrics(record).ttfa is not None
+    # the client waits the server's Retry-After-Ms (spread refusals), as OpenAI's clients
+    # do, not the whole seconds
+    assert any(record.retry_after % 1 for record in records if record.is_rejected)
     row = summarize(records, wall, "overload", 3, 500)
     assert (row["errors"], row["rejected"]) == (0, report["rejected"])
 

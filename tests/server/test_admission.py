@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import statistics
 import time
 
 import httpx
@@ -13,7 +15,7 @@ import pytest
 import websockets
 from server_harness import MODEL, SAMPLE_RATE, Server, start_server
 
-from polyvox.server.admission import Admission, Rejected
+from polyvox.server.admission import RETRY_SPREAD, Admission, Rejected
 
 # --- the controller on its own -----------------------------------------------------------
 
@@ -57,7 +59,11 @@ def test_estimated_wait_over_the_limit_is_refused() -> None:
         with pytest.raises(Rejected) as refused:
             await admission.acquire()
         assert refused.value.reason == "wait_too_long"
-        assert refused.value.retry_after == 4  # until the wait drops under the limit
+        assert admission.retry_after() == 4  # until the wait drops under the limit
+        # told to come back after 4 s stretched by up to RETRY_SPREAD of itself, and the
+        # whole seconds never sooner than the milliseconds
+        assert 4000 <= refused.value.retry_after_ms <= 4000 * (1 + RETRY_SPREAD)
+        assert refused.value.retry_after == math.ceil(refused.value.retry_after_ms / 1000)
         assert "estimated wait is 8.00 s" in refused.value.message
         for ticket in tickets:
             admission.release(ticket, record_service=False)
@@ -65,6 +71,35 @@ def test_estimated_wait_over_the_limit_is_refused() -> None:
         assert admission.num_running == 0
 
     asyncio.run(run())
+
+
+def test_callers_refused_together_are_told_to_come_back_at_spread_times() -> None:
+    """A burst refused with one Retry-After comes back as one burst (the 429's p99 on a
+    shared box was such waves): each refusal's milliseconds are the predicted wait
+    stretched by its own random share, never below the prediction."""
+    admission = Admission(max_running=2, max_queued=0, max_wait_seconds=5)
+    admission.is_ready, admission.num_running = True, 2
+    admission.random.seed(7)
+    admission.mean_service_seconds = 2.0  # a turn frees every 1 s: the prediction
+    assert admission.retry_after() == 1.0
+    waits = []
+    for _ in range(200):
+        with pytest.raises(Rejected) as refused:
+            admission.check()
+        waits.append(refused.value.retry_after_ms)
+        assert refused.value.headers == {"Retry-After": str(refused.value.retry_after),
+                                         "Retry-After-Ms": str(refused.value.retry_after_ms)}
+        assert refused.value.retry_after >= refused.value.retry_after_ms / 1000
+    assert min(waits) >= 1000 and max(waits) <= 1000 * (1 + RETRY_SPREAD)
+    # spread over the whole stretch: every tenth of it holds some of the 200 callers
+    tenths = {int(10 * (wait - 1000) / (1000 * RETRY_SPREAD)) for wait in waits}
+    assert tenths >= set(range(10))
+    assert statistics.pstdev(waits) > 0.2 * 1000 * RETRY_SPREAD
+    # the spread scales with the prediction: a longer wait stretches further
+    admission.mean_service_seconds = 8.0
+    with pytest.raises(Rejected) as refused:
+        admission.check()
+    assert 4000 <= refused.value.retry_after_ms <= 4000 * (1 + RETRY_SPREAD)
 
 
 @pytest.mark.parametrize(("budget", "service", "queued"), [
@@ -188,7 +223,8 @@ def test_excess_requests_get_429_and_the_queue_keeps_order(tmp_path) -> None:
         state = server.wait_idle()
         assert state["is_consistent"]
         metrics = httpx.get(f"{server.url}/metrics").text
-        assert 'polyvox_rejected_total{reason="queue_full"} 1.0' in metrics
+        # the speech request and the WebSocket utterance refused
+        assert 'polyvox_rejected_total{reason="queue_full"} 2.0' in metrics
         # B and D waited for their turns (the WebSocket's, then B's), the first did not
         waits = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
                  if line.startswith("polyvox_queue_wait_seconds_")}
@@ -197,12 +233,12 @@ def test_excess_requests_get_429_and_the_queue_keeps_order(tmp_path) -> None:
         assert waits['polyvox_queue_wait_seconds_bucket{le="0.01"}'] <= count - 2  # B, D
         assert waits['polyvox_queue_wait_seconds_bucket{le="0.1"}'] <= count - 1  # B: round
         # trips to the server while it waited
-        # the one refusal was timed (answered at once: well inside a second here), and the
+        # both refusals were timed (answered at once: well inside a second here), and the
         # event loop's lag was sampled while the server ran
         values = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
                   if line and not line.startswith("#")}
-        assert values["polyvox_refusal_seconds_count"] == 1
-        assert values['polyvox_refusal_seconds_bucket{le="1.0"}'] == 1
+        assert values["polyvox_refusal_seconds_count"] == 2
+        assert values['polyvox_refusal_seconds_bucket{le="1.0"}'] == 2
         assert values["polyvox_event_loop_lag_seconds_count"] >= 1
     finally:
         server.stop()
@@ -219,6 +255,14 @@ def _check_not_ready_while_loading(server: Server) -> None:
     else:
         assert response.status_code == 200
     wait_until(server, "/ready")
+
+
+async def _error_event(socket: websockets.ClientConnection) -> dict:
+    """The first `error` event on a WebSocket (others are skipped)."""
+    while True:
+        message = await asyncio.wait_for(socket.recv(), 30)
+        if isinstance(message, str) and json.loads(message)["type"] == "error":
+            return json.loads(message)
 
 
 async def _overload(server: Server) -> None:
@@ -246,10 +290,20 @@ async def _overload(server: Server) -> None:
                 await asyncio.to_thread(_wait_for, server, "admission_queued", count)
             refused = await client.post(url, json=_speech("One too many."))
             assert refused.status_code == 429
-            assert int(refused.headers["retry-after"]) >= 1
+            seconds, milliseconds = (int(refused.headers["retry-after"]),
+                                     int(refused.headers["retry-after-ms"]))
+            assert seconds >= 1 and 1000 <= milliseconds <= 1000 * seconds
             error = refused.json()["error"]
             assert error["type"] == "rate_limit_error" and error["code"] == "queue_full"
             assert "2 queued" in error["message"]
+            # a WebSocket utterance is refused alike, the waits in its error event
+            async with websockets.connect(server.ws_url) as socket:
+                await socket.send(json.dumps({"type": "configure"}))
+                await socket.send(json.dumps({"type": "text", "text": "One more."}))
+                await socket.send(json.dumps({"type": "end"}))
+                event = await _error_event(socket)
+            assert event["error"]["code"] == "queue_full"
+            assert 1000 <= event["retry_after_ms"] <= 1000 * event["retry_after"]
             state = await asyncio.to_thread(server.state)
             assert state["engine_requests"] == 1  # the queued and the refused hold nothing
             tasks[1].cancel()  # C's client gives up: it leaves the queue, making room for D
