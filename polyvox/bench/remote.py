@@ -41,6 +41,7 @@ from polyvox.bench.records import RequestRecord
 from polyvox.bench.server_view import Buckets, histogram_percentile, ttfa_buckets
 from polyvox.bench.texts import pick_texts
 from polyvox.bench.workloads import run_closed_loop, run_open_loop
+from polyvox.plugins.protocol import retry_after_seconds
 
 if TYPE_CHECKING:
     import httpx
@@ -179,8 +180,8 @@ class RemoteClient:
             record.status = response.status_code
             if response.status_code != 200:
                 await response.aread()
-                _record_refusal(record, _retry_after(response.headers.get("retry-after-ms"),
-                                                     response.headers.get("retry-after")),
+                _record_refusal(record, retry_after_seconds(response.headers.get("retry-after-ms"),
+                                                            response.headers.get("retry-after")),
                                 _error_message(response))
                 return
             record.sample_rate = int(response.headers.get("x-sample-rate",
@@ -222,8 +223,8 @@ class RemoteClient:
                     error = event["error"]
                     record.status = WS_REFUSAL_STATUS.get(
                         error.get("code"), 500 if error.get("type") == "server_error" else 400)
-                    _record_refusal(record, _retry_after(event.get("retry_after_ms"),
-                                                         event.get("retry_after")),
+                    _record_refusal(record, retry_after_seconds(event.get("retry_after_ms"),
+                                                                event.get("retry_after")),
                                     error.get("message"))
                     return
 
@@ -238,14 +239,6 @@ def _server_view(before: Buckets | None, after: Buckets | None) -> dict[str, Any
         return None if seconds is None else 1000 * seconds
 
     return {"server_ttfa_p50_ms": ms(50), "server_ttfa_p90_ms": ms(90)}
-
-
-def _retry_after(milliseconds: Any, seconds: Any) -> float | None:
-    """How long a refused client waits, in seconds: the server's Retry-After-Ms where it
-    sent one, else its Retry-After (as OpenAI's clients read them)."""
-    if milliseconds is not None:
-        return float(milliseconds) / 1000
-    return None if seconds is None else float(seconds)
 
 
 def _record_refusal(record: RequestRecord, retry_after: float | None,

@@ -71,8 +71,14 @@ class ServerError(RuntimeError):
         error = event.get("error", {})
         super().__init__(f"polyvox: {error.get('message', event)}")
         self.code = error.get("code")
-        # seconds to wait before trying again: the server's milliseconds where it sent them
-        # (they spread refused callers), else its whole seconds
-        milliseconds = event.get("retry_after_ms")
-        self.retry_after = (event.get("retry_after") if milliseconds is None
-                            else milliseconds / 1000)
+        self.retry_after = retry_after_seconds(event.get("retry_after_ms"),
+                                               event.get("retry_after"))
+
+
+def retry_after_seconds(milliseconds: Any, seconds: Any) -> float | None:
+    """How long a refused client waits, in seconds: the server's Retry-After-Ms (or an
+    error event's `retry_after_ms`) where it sent one, else its whole seconds, as OpenAI's
+    clients read them; None when it sent neither."""
+    if milliseconds is not None:
+        return float(milliseconds) / 1000
+    return None if seconds is None else float(seconds)

@@ -15,10 +15,10 @@ waits in a FIFO queue, so queued requests start in arrival order, unless
     than a stream's mean says, e.g. while listeners behind hold everyone back; it fades
     back towards 1 with a half-life of 30 s without a queued request to measure),
 in which case it is refused at once with 429, a Retry-After and a Retry-After-Ms (see
-`retry_after_ms`: refused callers are spread over time, not sent back together). Before the
-model is
-loaded and while shutting down every request is refused with 503. A refused or queued
-request holds nothing in the engine: the engine sees a request only once it has its turn.
+`retry_after_ms`: refused callers are spread over time, not sent back together). Before
+the model is loaded and while shutting down every request is refused with 503. A refused
+or queued request holds nothing in the engine: the engine sees a request only once it
+has its turn.
 
 The prediction keeps listeners from falling behind; the reactive limit is the safety net
 for when it was wrong: `pressure()` (from the engine) says whether admitted listeners are
@@ -54,8 +54,8 @@ class Rejected(Exception):
         super().__init__(message)
         self.status, self.reason, self.message = status, reason, message
         self.retry_after_ms = retry_after_ms  # the Retry-After-Ms header
-        self.retry_after = max(1, math.ceil(retry_after_ms / 1000))  # whole seconds, never
-        # sooner than the milliseconds say
+        # Retry-After: whole seconds, never sooner than the milliseconds
+        self.retry_after = max(1, math.ceil(retry_after_ms / 1000))
 
     @property
     def headers(self) -> dict[str, str]:

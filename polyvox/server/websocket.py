@@ -20,7 +20,7 @@ import asyncio
 import itertools
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
@@ -42,6 +42,8 @@ router = APIRouter()
 SUBPROTOCOL = "polyvox"
 CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_POLICY = 1000, 1001, 1008
 CLOSE_INTERNAL, CLOSE_TRY_LATER = 1011, 1013
+# a refusal's waits: its HTTP header -> the error event's field (whole numbers)
+RETRY_FIELDS = {"Retry-After": "retry_after", "Retry-After-Ms": "retry_after_ms"}
 _session_ids = itertools.count(1)
 
 
@@ -245,8 +247,7 @@ class Session:
             ticket = await self.state.admit() if has_speech else None
         except APIError as error:
             await self.fail(error.message, CLOSE_TRY_LATER, code=error.code,
-                            retry_after=error.headers.get("Retry-After"),
-                            retry_after_ms=error.headers.get("Retry-After-Ms"))
+                            retry=error.headers)
             return False
         if ticket is None:
             try:
@@ -327,12 +328,13 @@ class Session:
 
     async def fail(self, message: str, close_code: int, param: str | None = None,
                    code: str | None = None, kind: str = "invalid_request_error",
-                   retry_after: str | None = None, retry_after_ms: str | None = None) -> None:
+                   retry: Mapping[str, str] | None = None) -> None:
+        """Send an error event and close. `retry`: a refusal's HTTP headers, whose waits
+        the event carries as RETRY_FIELDS."""
         event: dict[str, Any] = {"type": "error", **error_body(message, kind, param, code)}
-        if retry_after is not None:
-            event["retry_after"] = int(retry_after)
-        if retry_after_ms is not None:
-            event["retry_after_ms"] = int(retry_after_ms)
+        for header, name in RETRY_FIELDS.items():
+            if retry is not None and header in retry:
+                event[name] = int(retry[header])
         try:
             await self.send(event)
         except (WebSocketDisconnect, RuntimeError, OSError):
