@@ -28,8 +28,12 @@ def _bearer(authorization: str | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" else None
 
 
-def require_api_key(request: Request) -> None:
-    """FastAPI dependency: 401 unless the request carries the configured key."""
+async def require_api_key(request: Request) -> None:
+    """FastAPI dependency: 401 unless the request carries the configured key.
+
+    NOTE: async, though it awaits nothing: FastAPI runs a plain `def` dependency on a
+    worker thread, a hop to another thread and back for every request (on a busy box
+    the hop waits for the cores the engine uses); this runs on the event loop."""
     expected = request.app.state.polyvox.config.api_key
     if expected is None:
         return
