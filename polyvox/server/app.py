@@ -84,6 +84,7 @@ def create_app(config: ServerConfig,
                   openapi_url=None)
     app.state.polyvox = state
     install_error_handlers(app)
+    app.add_middleware(speech.RefuseEarly)
     app.include_router(_service_router(config))
     app.include_router(speech.router)
     app.include_router(websocket.router)

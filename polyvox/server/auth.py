@@ -28,6 +28,12 @@ def _bearer(authorization: str | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" else None
 
 
+def is_authorized(authorization: str | None, expected: str | None) -> bool:
+    """Whether an `Authorization` header carries the configured key (any does without
+    one)."""
+    return expected is None or _matches(_bearer(authorization), expected)
+
+
 async def require_api_key(request: Request) -> None:
     """FastAPI dependency: 401 unless the request carries the configured key.
 

@@ -51,13 +51,28 @@ class ServerState:
         try:
             ticket = await self.admission.acquire()
         except Rejected as rejected:
-            self.metrics.rejected.labels(rejected.reason).inc()
-            self.metrics.refusal.observe(time.monotonic()
-                                         - (asked if started is None else started))
-            raise APIError(rejected.status, rejected.message, code=rejected.reason,
-                           headers=rejected.headers) from None
+            raise self.refused(rejected, asked if started is None else started) from None
         self.metrics.queue_wait.observe(time.monotonic() - asked)
         return ticket
+
+    def refusal_now(self, started: float) -> APIError | None:
+        """The error a request arriving now would be refused with for load (429), counted
+        and timed as `admit` does; None if it would start or queue (or the server is not
+        ready: that refusal is the endpoint's)."""
+        if self.loaded is None or not self.admission.is_ready:
+            return None
+        try:
+            self.admission.check()
+        except Rejected as rejected:
+            return self.refused(rejected, started)
+        return None
+
+    def refused(self, rejected: Rejected, started: float) -> APIError:
+        """A refusal as the client gets it, counted and timed from `started`."""
+        self.metrics.rejected.labels(rejected.reason).inc()
+        self.metrics.refusal.observe(time.monotonic() - started)
+        return APIError(rejected.status, rejected.message, code=rejected.reason,
+                        headers=rejected.headers)
 
     def params(self, seed: int, temperature: float | None, speed: float) -> Any:
         try:

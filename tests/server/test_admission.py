@@ -244,6 +244,61 @@ def test_excess_requests_get_429_and_the_queue_keeps_order(tmp_path) -> None:
         server.stop()
 
 
+def test_a_full_server_refuses_without_reading_the_body_and_only_callers_with_the_key(
+        tmp_path) -> None:
+    """A refusal for load is a full server's most common answer (all at once in a burst):
+    it is given before the request's body is read, parsed or checked. The caller without
+    the API key still gets its 401; a malformed request gets its 400 once there is room."""
+    key = "test-key"
+    server = start_server(tmp_path, "--debug-state", "--max-streams", "1", "--max-queued", "0",
+                          api_key_env=key)
+    try:
+        asyncio.run(_refuse_unread(server, key))
+        metrics = httpx.get(f"{server.url}/metrics", headers=server.headers).text
+        assert 'polyvox_rejected_total{reason="queue_full"} 2.0' in metrics
+    finally:
+        server.stop()
+
+
+async def _refuse_unread(server: Server, key: str) -> None:
+    port = int(server.url.rsplit(":", 1)[1])
+
+    async def post(authorization: str | None, body: bytes | None = None) -> tuple[int, dict]:
+        """POST /v1/audio/speech declaring a 100 kB body; send `body` or nothing of it."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        length = 100_000 if body is None else len(body)
+        head = ("POST /v1/audio/speech HTTP/1.1\r\nHost: polyvox\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {length}\r\n")
+        if authorization is not None:
+            head += f"Authorization: Bearer {authorization}\r\n"
+        writer.write((head + "\r\n").encode() + (body or b""))
+        await writer.drain()
+        try:
+            status = int((await asyncio.wait_for(reader.readline(), 10)).split()[1])
+            headers = {}
+            while (line := (await asyncio.wait_for(reader.readline(), 10)).strip()):
+                name, _, value = line.decode().partition(":")
+                headers[name.lower()] = value.strip()
+            return status, headers
+        finally:
+            writer.close()
+
+    async with websockets.connect(server.ws_url, additional_headers=server.headers) as first:
+        await first.send(json.dumps({"type": "configure"}))
+        await first.send(json.dumps({"type": "text", "text": "Still writing"}))
+        await asyncio.to_thread(_wait_for, server, "admission_running", 1)
+        # the body never comes: answered anyway
+        status, headers = await post(key)
+        assert status == 429 and int(headers["retry-after-ms"]) >= 1000
+        assert (await post(None))[0] == 401
+        assert (await post("wrong"))[0] == 401
+        # a malformed body is not looked at while the server is full ...
+        assert (await post(key, b"{not json"))[0] == 429
+    await asyncio.to_thread(server.wait_idle)
+    # ... and gets its 400 once there is room
+    assert (await post(key, b"{not json"))[0] == 400
+
+
 def _check_not_ready_while_loading(server: Server) -> None:
     from server_harness import wait_until
 
