@@ -5,6 +5,9 @@ instructions) plus polyvox's own optional fields (seed, temperature, sample_rate
 audio streams as it is made: raw bytes of the format (stream_format "audio") or
 server-sent events whose base64 deltas concatenate to the same bytes ("sse").
 
+A request that admission would refuse now for load gets its 429 before it is routed or
+its body read (`RefuseEarly`, installed by app.py).
+
 Response headers go out with the first audio, so a request the engine refuses still gets
 a proper 4xx; after that, a failure breaks the connection (audio) or ends with an
 `error` event (sse).
