@@ -106,6 +106,9 @@ class Engine:
         self._ids = itertools.count()
         self._endings: list[AudioChunk] = []
         self.num_behind = 0  # listeners whose audio ran out (slack < 0) after the last step
+        # ... of which were not behind after the step before: they fell behind in this one
+        self.num_fell_behind = 0
+        self._behind: set[str] = set()  # the listeners behind after the last step
         self.load = LoadModel()  # what the engine sustains, learned from its steps
         self._samples_made = 0  # audio samples delivered in the current step
         self._ran_dry: set[str] = set()  # requests whose listener stalled during this step
@@ -332,7 +335,7 @@ class Engine:
         self._count_behind()
         self.load.observe_step(time.perf_counter() - began,
                                self._samples_made / self.family.audio.sample_rate,
-                               num_streams, self.num_behind)
+                               num_streams, self.num_fell_behind)
         return outputs + endings
 
     def _plan_work(self) -> WorkPlan:
@@ -457,10 +460,22 @@ class Engine:
         """How many listeners are behind: their audio has run out now (slack < 0, audio
         still to come), or it ran out during this step before their next chunk came; a
         player that started at the first chunk has stalled either way. Read by admission
-        control (from any thread) and by the load model."""
+        control (from any thread); the load model counts those who fell behind in this
+        step (`num_fell_behind`).
+
+        NOTE: a listener behind stays behind until the engine has made up what it owes
+        (its slack counts from its first chunk). Counted again at every step, one stall
+        marked every load-model window until then as behind, at whatever load those
+        windows had (fewer streams, once admission held new ones back): a server whose
+        callers heard no gap in its first run learned that a single `pocket/english`
+        stream, which the engine makes 3x faster than real time, falls behind, and held 1
+        stream for the rest of its runs (docs/perf.md)."""
         now, rate = self.clock(), self.family.audio.sample_rate
         behind = {r.request_id for r in self.streams.running if r.is_behind(now, rate)}
-        self.num_behind = len(behind | self._ran_dry)
+        stalled = behind | self._ran_dry
+        self.num_behind = len(stalled)
+        self.num_fell_behind = len(stalled - self._behind)
+        self._behind = behind
 
     def _advance(self, request: Request, latent: torch.Tensor, eos_logit: float) -> None:
         """Apply one step's result: keep the frame, or end the clause (pocket-tts' rule:

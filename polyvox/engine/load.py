@@ -141,7 +141,8 @@ class LoadModel:
     def observe_step(self, seconds: float, audio_seconds: float, num_streams: int,
                      num_behind: int) -> None:
         """One engine step: how long it took, the audio it made, how many streams had work
-        in it, and how many listeners had run out of audio (fallen behind) after it."""
+        in it, and how many listeners fell behind in it (ran out of audio; the engine does
+        not count again those still behind from an earlier step: `_count_behind`)."""
         if seconds <= 0 or num_streams <= 0 or not self.is_learning:
             return
         window = self._window

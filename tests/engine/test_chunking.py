@@ -162,9 +162,17 @@ def test_listeners_behind_real_time_are_counted(family) -> None:
         engine.step()
     assert engine.num_behind == 0  # synthesis runs faster than real time here
     request = engine.requests["a"]
+    heard = []  # what the load model is told, step by step
+    observe = engine.load.observe_step
+    engine.load.observe_step = lambda *args: (heard.append(args[3]), observe(*args))
     request.first_audio_time -= 30.0  # as if the listener had waited 30 s for this audio
     engine.step()
-    assert engine.num_behind == 1
+    assert engine.num_behind == 1 and engine.num_fell_behind == 1
+    engine.step()
+    # still behind (admission holds new streams back), but the load model heard of the
+    # stall once: the steps after it, at whatever load, did not make it
+    assert engine.num_behind == 1 and engine.num_fell_behind == 0
+    assert heard == [1, 0]
     run_to_completion(engine)
     engine.step()
     assert engine.num_behind == 0  # finished streams are not behind anyone
@@ -185,6 +193,6 @@ def test_a_listener_that_ran_dry_before_its_next_chunk_is_counted_behind(family)
     while request.num_samples == samples:
         engine.step()
     assert request.slack(time.monotonic(), rate) > 0  # the next chunk refilled it
-    assert engine.num_behind == 1
+    assert engine.num_behind == 1 and engine.num_fell_behind == 1
     engine.step()
     assert engine.num_behind == 0  # on time since
