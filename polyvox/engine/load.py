@@ -126,8 +126,9 @@ class LoadModel:
         # that learns: admission reads it from the server's event loop while the engine
         # thread files first audios, and reading the samples themselves then could see a
         # load half added or forgotten. (the line or None, {load: TTFA p90} of the loads
-        # with MIN_TTFA_SAMPLES first audios)
-        self._ttfa_view: tuple[tuple[float, float] | None, dict[int, float]] = (None, {})
+        # with MIN_TTFA_SAMPLES first audios, the idle first audio or None)
+        self._ttfa_view: tuple[tuple[float, float] | None, dict[int, float],
+                               float | None] = (None, {}, None)
         # what the TTFA samples cap the streams at (None: they do not tell yet)
         self._ttfa_capacity: int | None = None
         # a new caller's first audio is kept within TTFA_FACTOR x an idle engine's or
@@ -175,7 +176,8 @@ class LoadModel:
                   for load, seen in sorted(self._ttfa.items())
                   if len(seen.samples) >= MIN_TTFA_SAMPLES}
         self._ttfa_view = (self._fit_ttfa_line(points),
-                           {load: p90 for load, (p90, _) in points.items()})
+                           {load: p90 for load, (p90, _) in points.items()},
+                           self.idle_ttfa() if 0 in points else None)
         self._ttfa_capacity = self._ttfa_fit_capacity()
 
     def _forget_unvisited_loads(self) -> None:
@@ -320,25 +322,36 @@ class LoadModel:
         """The TTFA p90 a request hears that shares the engine with `other_streams`: the
         p90 measured at that load where it has MIN_TTFA_SAMPLES first audios, else the
         line's; None while the line is unknown."""
-        line, counted = self._ttfa_view
+        line, counted, _ = self._ttfa_view
         return None if line is None else _predicted_ttfa(other_streams, line, counted)
 
     def wait_budget(self, num_streams: int) -> float | None:
         """Seconds a request may wait for a turn among `num_streams` streams and still
         hear its first audio within the TTFA target: it starts as one of them ends, with
-        the other `num_streams - 1` running. None while the TTFA line is unknown."""
-        line, counted = self._ttfa_view
-        if line is None:
+        the other `num_streams - 1` running. None while neither the TTFA line nor that
+        load's measured p90 is known.
+
+        NOTE: without a line the load asked about may still have been measured: a server
+        that has held one stream has only lone callers' first audios (no line through one
+        load), and a caller queued behind that stream starts alone. Without a budget
+        there, only `--max-wait` bounded its wait: `pocket/english` held to 1 stream
+        queued callers for 0.1-0.5 s, first audio p90 300 ms against 2x idle's 140."""
+        line, counted, idle = self._ttfa_view
+        others = num_streams - 1
+        if line is not None:
+            predicted, idle = _predicted_ttfa(others, line, counted), line[0]
+        elif others in counted and idle is not None:
+            predicted = counted[others]
+        else:
             return None
-        predicted = _predicted_ttfa(num_streams - 1, line, counted)
-        return max(0.0, self.ttfa_target(line[0]) - predicted)
+        return max(0.0, self.ttfa_target(idle) - predicted)
 
     def _ttfa_fit_capacity(self) -> int | None:
         """Most streams at which a new one's first audio still comes within TTFA_FACTOR
         times an idle engine's (or the floor): the fewest other streams at which the p90
         measured (or, beyond the loads seen, the line) exceeds that, at least 1; None
         when the recent requests do not tell (all at one load, or TTFA not growing)."""
-        line, counted = self._ttfa_view
+        line, counted, _ = self._ttfa_view
         if line is None:
             return None
         idle, per_other_stream = line

@@ -257,6 +257,22 @@ def test_the_wait_budget_is_what_the_ttfa_target_leaves_a_queued_caller() -> Non
     assert slow.wait_budget(2) == pytest.approx(0.8 - 0.5)
 
 
+def test_a_caller_queued_behind_the_only_stream_has_a_budget_before_any_line() -> None:
+    """A server held to one stream has only lone callers' first audios: no line through
+    one load, but a caller queued behind the one stream starts alone, and what a lone
+    caller hears is measured. Its budget is the target less that p90 (idle 0.1 s: target
+    0.2 s); with more streams, where nothing was measured, there is none yet."""
+    model = LoadModel()
+    model.set_ttfa_floor(0.0)
+    for i in range(20):
+        model.observe_first_audio(0, 0.1 + 0.01 * (i % 2))  # median 0.105, p90 0.11
+    assert model.ttfa_line() is None
+    assert model.wait_budget(1) == pytest.approx(2 * 0.105 - 0.11)
+    assert model.wait_budget(2) is None
+    model.set_ttfa_floor(0.25)  # the default floor is longer than 2x idle here
+    assert model.wait_budget(1) == pytest.approx(0.25 - 0.11)
+
+
 def test_after_a_fall_behind_one_more_stream_is_tried_only_after_long_keeping_up() -> None:
     model = LoadModel()
     _feed_ar(model, 0.01, 0.004, [1, 2, 3, 4, 5, 6])
