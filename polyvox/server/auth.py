@@ -40,21 +40,18 @@ async def require_api_key(request: Request) -> None:
     NOTE: async, though it awaits nothing: FastAPI runs a plain `def` dependency on a
     worker thread, a hop to another thread and back for every request (on a busy box
     the hop waits for the cores the engine uses); this runs on the event loop."""
-    expected = request.app.state.polyvox.config.api_key
-    if expected is None:
+    authorization = request.headers.get("authorization")
+    if is_authorized(authorization, request.app.state.polyvox.config.api_key):
         return
-    token = _bearer(request.headers.get("authorization"))
-    if not _matches(token, expected):
-        reason = "missing" if token is None else "invalid"
-        raise APIError(401, f"{reason} API key: send the header 'Authorization: Bearer <key>'",
-                       code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+    reason = "missing" if _bearer(authorization) is None else "invalid"
+    raise APIError(401, f"{reason} API key: send the header 'Authorization: Bearer <key>'",
+                   code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
 
 
 def websocket_is_authorized(websocket: WebSocket, expected: str | None) -> bool:
-    if expected is None:
-        return True
-    if _matches(_bearer(websocket.headers.get("authorization")), expected):
+    if is_authorized(websocket.headers.get("authorization"), expected):
         return True
     offered = websocket.scope.get("subprotocols", [])
-    return any(_matches(p[len(BEARER_PROTOCOL_PREFIX):], expected)
-               for p in offered if p.startswith(BEARER_PROTOCOL_PREFIX))
+    return expected is not None and any(
+        _matches(p[len(BEARER_PROTOCOL_PREFIX):], expected)
+        for p in offered if p.startswith(BEARER_PROTOCOL_PREFIX))
