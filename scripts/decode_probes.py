@@ -109,6 +109,8 @@ def parse_way(text: str) -> Way:
         return Way("plin")
     if named := re.fullmatch(r"zsil([\d.]+)", text):
         return Way("zsil", float(named[1]))
+    if named := re.fullmatch(r"zflux([\d.]+)", text):
+        return Way("zflux", float(named[1]))
     if mixed := re.fullmatch(r"warp([\d.]+)\+z([\d.]+)", text):
         return Way("warp", float(mixed[1]), z_share=float(mixed[2]))
     if named := re.fullmatch(r"(snap|soft|noise|teacher|warp)([\d.]+)", text):
@@ -149,7 +151,7 @@ def _latent(family: StudentFamily, frames: torch.Tensor) -> torch.Tensor:
 def student_clause(family: StudentFamily, ids: list[int], way: Way,
                    generator: torch.Generator, speed: float = 1.0) -> torch.Tensor:
     """The clause's prior frames [T, C] as the student generates them under `way`."""
-    at_speed_one = way.kind in ("warp", "wsola", "plin", "zsil", "zseg")  # sped up after
+    at_speed_one = way.kind in ("warp", "wsola", "plin", "zsil", "zseg", "zflux")  # sped up after
     params = StudentParams(temperature=way.temperature, speed=1.0 if at_speed_one else speed)
     clause = Clause(family, ids)
     kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
@@ -239,6 +241,28 @@ def resample_pauses(z: torch.Tensor, frames: torch.Tensor, means: torch.Tensor,
     return interpolate_frames(z, source).T
 
 
+def resample_by_change(z: torch.Tensor, speed: float, power: float) -> torch.Tensor:
+    """z [C, T] resampled to T / speed frames, each source frame given output time in
+    proportion to (how fast z changes there)^power, at most one output frame (never
+    slower than speed 1): transitions keep their time, steady stretches give it up."""
+    size = max(1, round(z.shape[-1] / speed))
+    padded = torch.cat([z[:, :1], z, z[:, -1:]], 1).double()
+    change = (padded[:, 2:] - padded[:, :-2]).norm(dim=0) / 2
+    share = (change / change.mean().clamp_min(1e-9)).clamp_min(1e-3) ** power
+    low, high = 0.0, 1e6  # scale such that sum(min(scale x share, 1)) = size
+    for _ in range(100):
+        scale = (low + high) / 2
+        low, high = (scale, high) if float(torch.clamp(scale * share, max=1.0).sum()) < size \
+            else (low, scale)
+    lengths = torch.clamp(scale * share, max=1.0)
+    lengths *= size / float(lengths.sum())
+    edges = torch.cat([torch.zeros(1, dtype=torch.float64), lengths.cumsum(0)])
+    t = torch.arange(size, dtype=torch.float64) + 0.5
+    frame = (torch.searchsorted(edges, t, right=True) - 1).clamp(0, z.shape[-1] - 1)
+    source = (frame + (t - edges[frame]) / lengths[frame] - 0.5).clamp(0, z.shape[-1] - 1)
+    return interpolate_frames(z, source).T
+
+
 def resample_segments(z: torch.Tensor, speed: float, length: int) -> torch.Tensor:
     """z [C, T] cut to round(T / speed) frames: output frames in segments of `length`, the
     segment starting at output frame j copied at speed 1 from source frame round(j x
@@ -274,6 +298,8 @@ def speak(family: StudentFamily, text: str, way: Way, seed: int,
             if way.kind == "zsil" and speed != 1.0:
                 z = resample_pauses(z, frames, Clause(family, ids).means, ids, speed,
                                     way.amount)
+            elif way.kind == "zflux" and speed != 1.0:
+                z = resample_by_change(z, speed, way.amount)
             elif way.kind == "zseg" and speed != 1.0:
                 z = resample_segments(z, speed, int(way.amount))
             elif way.z_map and speed != 1.0:

@@ -56,6 +56,9 @@ def add_eval_parser(commands: Any) -> None:
     parser.add_argument("--speed", type=float, default=1.0,
                         help="OpenAI's speed (0.25-4.0) for the model and its teacher: the "
                         "WER of fast or slow speech")
+    parser.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
+                        default="float32", help="the model's (and its teacher's) weights, as "
+                        "`polyvox serve --precision` keeps them")
     parser.add_argument("--threads", type=_positive_int, default=2,
                         help="torch and whisper CPU threads")
     parser.add_argument("--no-sentences", dest="per_sentence", action="store_false",
@@ -82,7 +85,8 @@ def run_eval(args: argparse.Namespace) -> int:
     options = EvalOptions(teacher=args.teacher, compare_normalize=args.compare_normalize,
                           normalize=args.normalize, seed=args.seed, threads=args.threads,
                           weights=args.weights, temperature=args.temperature,
-                          head_draws=args.head_draws, speed=args.speed)
+                          head_draws=args.head_draws, speed=args.speed,
+                          precision=args.precision)
     items = select(args.split, args.kind, args.limit)
     kinds = KINDS if args.kind == "all" else (args.kind,)
     digests = {kind: file_digest(args.split, kind) for kind in kinds}
@@ -94,6 +98,8 @@ def run_eval(args: argparse.Namespace) -> int:
     settings = "" if args.temperature is None else f", temperature {args.temperature:g}"
     if args.speed != 1.0:
         settings += f", speed {args.speed:g}"
+    if args.precision != "float32":
+        settings += f", {args.precision}"
     header = (f"polyvox eval --model {args.model}: {args.split} split, {len(items)} sentences"
               f" ({', '.join(f'{k} sha256 {d[:12]}' for k, d in digests.items())}), seed "
               f"{args.seed}{settings}, whisper tiny.en, {date}")

@@ -40,6 +40,7 @@ class EvalOptions:
     temperature: float | None = None  # the model's (not the teacher's); None: its default
     head_draws: int | None = None  # a distilled student's (StudentConfig); None: its config's
     speed: float = 1.0  # OpenAI's speed, for the model and its teacher alike
+    precision: str = "float32"  # the model's and its teacher's, as `polyvox serve` takes it
 
     def __post_init__(self) -> None:
         if self.teacher and self.compare_normalize:
@@ -78,10 +79,10 @@ def versions() -> dict[str, str]:
     return found
 
 
-def _load_speaker(model: str, weights: str | None) -> Speaker:
+def _load_speaker(model: str, weights: str | None, precision: str = "float32") -> Speaker:
     from polyvox.speak import Speaker
 
-    speaker = Speaker.load(model, weights=weights, repeatable=True)
+    speaker = Speaker.load(model, weights=weights, repeatable=True, precision=precision)
     if speaker.is_random:
         raise ValueError(f"{model} has no trained weights here: on random weights its audio "
                          "is noise, and the WER of noise means nothing. Pass --weights PATH.")
@@ -116,7 +117,7 @@ def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalO
     plans = [(model, options.weights)] + ([(teacher, None)] if teacher else [])
     for name, weights in plans:
         start = time.perf_counter()
-        speaker = _load_speaker(name, weights)
+        speaker = _load_speaker(name, weights, options.precision)
         # the model's own settings, not the teacher's
         temperature, draws = (options.temperature, options.head_draws) if name == model \
             else (None, None)
@@ -137,6 +138,8 @@ def evaluate(model: str, items: Sequence[EvalItem], options: EvalOptions = EvalO
                 label += f", head draws {draws}"
             if options.speed != 1.0:
                 label += f", speed {options.speed:g}"
+            if options.precision != "float32":
+                label += f", {options.precision}"
             runs.append(judge(speaker, items, transcriber, label=label, seed=options.seed,
                               normalize=normalize, load_seconds=load_seconds,
                               temperature=temperature, speed=options.speed,

@@ -29,7 +29,8 @@ def load_model(name: str, weights: str | None = None, tokenizer: str | None = No
                seed: int = 0, device: str = "cpu", precision: str = "float32") -> Any:
     """Load a model by name; raises ValueError with the known names when unknown.
     `precision` bfloat16 stores the matmul weights of Pocket models in bfloat16
-    (layers/precision.py): ~2x the streams on CPUs with AVX512-BF16, ~1e-2 from float32.
+    (layers/precision.py): ~2x the streams on CPUs with AVX512-BF16, ~1e-2 from float32;
+    Piper's decoder, and joe-ar's student and decoder, likewise (their own lower_precision).
     On CPU, the AR models' linear layers run on prepacked weights (PackedLinear)."""
     import torch
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from polyvox.cli import build_parser, main
@@ -56,3 +58,15 @@ def test_limit_takes_the_first_sentences_of_each_kind() -> None:
         ("read", 1), ("read", 2), ("read", 3), ("service", 1), ("service", 2), ("service", 3)]
     assert [item.kind for item in select("dev", "service", 2)] == ["service", "service"]
     assert len(select("test", "read", None)) >= 100
+
+
+def test_precision_reaches_the_model_and_the_report(tmp_path, capsys) -> None:
+    pytest.importorskip("faster_whisper")
+    path = tmp_path / "run.json"
+    assert main(["eval", "--model", "pocket/joe-ar", "--set", "dev", "--kind", "read",
+                 "--limit", "1", "--precision", "bfloat16", "--threads", "1",
+                 "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "seed 0, bfloat16, whisper" in out  # the header
+    (run,) = json.loads(path.read_text())["runs"]
+    assert run["label"] == "pocket/joe-ar, bfloat16"

@@ -56,9 +56,13 @@ def transcriber(one_thread: None) -> Transcriber:
     return Transcriber(threads=1)
 
 
-@pytest.mark.parametrize("model", list(MAX_WER))
-def test_test_split_slice_stays_intelligible(model: str, transcriber: Transcriber) -> None:
-    speaker = Speaker.load(model)
+@pytest.mark.parametrize(("model", "precision"), [(model, "float32") for model in MAX_WER]
+                         + [("pocket/joe-ar", "bfloat16")])
+def test_test_split_slice_stays_intelligible(model: str, precision: str,
+                                             transcriber: Transcriber) -> None:
+    """joe-ar in bfloat16 (`--precision bfloat16`: its student and decoder) is held to
+    float32's bounds: on the dev split it made 149 edits against 142 (docs/perf.md)."""
+    speaker = Speaker.load(model, precision=precision)
     run = judge(speaker, select("test", "all", NUM_PER_KIND), transcriber, progress=None)
     report = format_report([run])
     for kind, bound in MAX_WER[model].items():

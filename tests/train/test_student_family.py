@@ -307,3 +307,35 @@ def test_a_student_speeding_up_in_z_is_alike_batched_alone_and_offline(
     clauses = len(split_text(TEXT, family.count_tokens, 400))
     latent = family.frames_per_step * family.hifigan.hop_length
     assert abs(len(together["fast"]) - len(together["plain"]) / 1.5) <= clauses * latent
+
+
+def test_bfloat16_runs_the_student_and_its_decoder_in_bfloat16_close_to_float32(
+        tiny_config, tmp_path) -> None:
+    """`--precision bfloat16` for a student: its linears and the teacher's HiFi-GAN keep
+    bfloat16 weights; a step and a decoded window move only by bfloat16 rounding."""
+    from polyvox.models.joe_ar.family import load_student_family
+    from polyvox.models.layers.attention import ContiguousKV
+
+    path = tmp_path / "tiny.yaml"
+    config = dataclasses.replace(tiny_config, teacher_latent="prior")
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    plain, low = (load_student_family(path, seed=1) for _ in range(2))
+    low.lower_precision(torch.bfloat16)
+    linears = [m for m in low.flow_lm.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(m.weight.dtype == torch.bfloat16 for m in linears)
+    assert all(b.dtype == torch.bfloat16 for b in low.hifigan.buffers())
+    latents = torch.randn(1, 24, plain.latent_dim, generator=torch.Generator().manual_seed(0))
+    expected = plain.decode(latents * 0.5, plain.new_decoder_state())
+    audio = low.decode(latents * 0.5, low.new_decoder_state())
+    assert audio.dtype == torch.float32 and audio.shape == expected.shape
+    error = float((audio - expected).norm() / expected.norm())
+    assert 0 < error < 3e-2
+    ids = torch.tensor([1, 0, 20, 0, 31, 0, 2])
+    outputs = []
+    for family in (plain, low):
+        kv = ContiguousKV(*family.kv_shape, dtype=torch.float32, device=torch.device("cpu"))
+        family.prefill_tokens(ids, kv.next_positions(len(ids)), kv, None)
+        kv.commit()
+        outputs.append(kv.k.clone())  # the prompt's keys: the student's linears at work
+    error = float((outputs[1] - outputs[0]).norm() / outputs[0].norm())
+    assert 0 < error < 5e-2
