@@ -61,14 +61,22 @@ def test_prepacked_bfloat16_linear_matches_the_plain_one_and_follows_weight_chan
     assert layer.weight.grad is not None
 
 
-def test_unknown_precision_and_unsupported_family_are_refused() -> None:
+def test_unknown_precision_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown precision 'half'"):
         parse_precision("half")
     with pytest.raises(ValueError, match="unknown precision"):
         load_model("pocket/english_2m", precision="int4")
+
+
+def test_joe_ar_in_bfloat16_keeps_every_linear_and_its_decoder_low() -> None:
+    """`serve --precision bfloat16` for the default voice: the CPU load path prepacks the
+    student's linears after lowering them, and must leave none of them in float32."""
     pytest.importorskip("piper")
-    with pytest.raises(ValueError, match="not available for pocket/joe-ar"):
-        load_model("pocket/joe-ar", precision="bfloat16")
+    family = load_model("pocket/joe-ar", precision="bfloat16")
+    linears = [m for m in family.flow_lm.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) > 10
+    assert {m.weight.dtype for m in linears} == {torch.bfloat16}
+    assert {b.dtype for b in family.hifigan.buffers()} == {torch.bfloat16}
 
 
 def test_piper_decoder_in_bfloat16_stays_close_to_float32() -> None:
