@@ -41,6 +41,7 @@ from torch import nn
 
 from polyvox.models.base import AudioFormat, ClausePlan, FamilyTraits, KVSpec
 from polyvox.models.layers.attention import ContiguousKV, KVStore
+from polyvox.models.piper.flow import FlowWindow, PiperFlow
 from polyvox.models.piper.front import FLOW_CONTEXT, Scales, Sentence
 from polyvox.models.pocket.flow_lm import FlowLM, FlowLMStages
 from polyvox.models.pocket.weights import random_init
@@ -121,7 +122,7 @@ class StudentFamily(FlowLMStages):
 
     def __init__(self, config: StudentConfig, flow_lm: FlowLM, phonemizer: Phonemizer,
                  hifigan: HiFiGan, front: PiperFront | None = None,
-                 is_random: bool = False) -> None:
+                 is_random: bool = False, streamed_flow: PiperFlow | None = None) -> None:
         if config.teacher_latent == "prior" and front is None:
             raise ValueError("a student of the teacher's prior needs the teacher's front "
                              "(its flow) to decode")
@@ -140,6 +141,9 @@ class StudentFamily(FlowLMStages):
         self.kv_spec = KVSpec(*self.kv_shape, dtype=torch.float32)
         self.latent_dim = config.latent_dim
         self.flow = front if config.teacher_latent == "prior" else None
+        # the same flow in torch, computed as a stream (piper/flow.py); without it every
+        # window runs the flow over its whole reach again, in onnxruntime
+        self.streamed_flow = streamed_flow if self.flow is not None else None
         self.front = front
         context = DECODER_CONTEXT_FRAMES + (FLOW_CONTEXT if self.flow else 0)
         window = math.ceil(context / group)  # in AR steps, either side
@@ -293,10 +297,17 @@ class StudentFamily(FlowLMStages):
         return frames.reshape(len(frames), -1), eos_logits
 
     def decoder_state_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"history": (self.channels, self.traits.decoder_history * self.frames_per_step)}
+        shapes = {"history": (self.channels, self.traits.decoder_history * self.frames_per_step)}
+        flow = self.streamed_flow
+        if flow is not None:  # _decode_streamed's
+            lookahead = self.traits.decoder_lookahead * self.frames_per_step
+            shapes["flow"] = (len(flow.couplings) - 1, self.channels, 2 * flow.reach)
+            shapes["z"] = (self.channels, DECODER_CONTEXT_FRAMES + lookahead)
+        return shapes
 
     def new_decoder_state(self, batch_size: int = 1) -> dict[str, torch.Tensor]:
-        return {"history": torch.zeros(batch_size, *self.decoder_state_shapes()["history"])}
+        return {name: torch.zeros(batch_size, *shape)
+                for name, shape in self.decoder_state_shapes().items()}
 
     def _prior_frames(self, latent: torch.Tensor) -> torch.Tensor:
         """One AR step's latent [D] -> the teacher frames it holds [G, C]."""
@@ -315,25 +326,76 @@ class StudentFamily(FlowLMStages):
         frames = latents if z else self.flow_lm.denormalize(latents)
         frames = ungroup_frames(frames, self.channels).transpose(1, 2)
         kept = state["history"].shape[2]
-        past = state["history"][:, :, kept - history * group:] if history else frames[:, :, :0]
-        window = torch.cat([past, frames], dim=2)  # [B, C, (h + N + L) * G]
-        if self.flow is not None and not z:  # the prior -> z (onnxruntime, all rows at once)
-            window = self.flow.flow_from_prior(window).to(frames.device)
-        # HiFi-GAN reaches DECODER_CONTEXT_FRAMES either side: the wider window the flow
-        # needed is cut down to that before the (costlier) vocoder.
-        start = history * group  # the first new frame in the window
-        first = max(0, start - DECODER_CONTEXT_FRAMES)
-        last = min(window.shape[2], start + steps * group + DECODER_CONTEXT_FRAMES)
-        window = window[:, :, first:last]
-        # NOTE: a big batch goes through HiFi-GAN in row groups (HiFiGan.CALL_FRAMES); the
-        # engine's own split (decoder_batch_frames) counts the flow's wider window.
-        rows = max(1, self.hifigan.CALL_FRAMES // window.shape[2])
-        audio = torch.cat([self.hifigan(window[i: i + rows])
-                           for i in range(0, window.shape[0], rows)])
-        hop = self.hifigan.hop_length  # per teacher frame
+        if self.streamed_flow is not None and not z:
+            audio = self._decode_streamed(frames, state, steps * group, history)
+        else:
+            past = state["history"][:, :, kept - history * group:] if history \
+                else frames[:, :, :0]
+            window = torch.cat([past, frames], dim=2)  # [B, C, (h + N + L) * G]
+            if self.flow is not None and not z:  # the prior -> z (onnxruntime)
+                window = self.flow.flow_from_prior(window).to(frames.device)
+            # HiFi-GAN reaches DECODER_CONTEXT_FRAMES either side: the wider window the
+            # flow needed is cut down to that before the (costlier) vocoder.
+            start = history * group  # the first new frame in the window
+            first = max(0, start - DECODER_CONTEXT_FRAMES)
+            last = min(window.shape[2], start + steps * group + DECODER_CONTEXT_FRAMES)
+            audio = self._vocode(window[:, :, first:last], start - first, steps * group)
         state["history"] = torch.cat([state["history"], frames[:, :, : steps * group]],
                                      2)[:, :, -kept:]
-        return audio[:, (start - first) * hop: (start - first + steps * group) * hop]
+        return audio
+
+    def _vocode(self, z: torch.Tensor, offset: int, count: int) -> torch.Tensor:
+        """HiFi-GAN over z [B, C, T]; the PCM of its frames offset .. offset + count."""
+        # NOTE: a big batch goes through HiFi-GAN in row groups (HiFiGan.CALL_FRAMES); the
+        # engine's own split (decoder_batch_frames) counts the flow's wider window.
+        rows = max(1, self.hifigan.CALL_FRAMES // z.shape[2])
+        audio = torch.cat([self.hifigan(z[i: i + rows]) for i in range(0, z.shape[0], rows)])
+        hop = self.hifigan.hop_length  # per teacher frame
+        return audio[:, offset * hop: (offset + count) * hop]
+
+    def _decode_streamed(self, frames: torch.Tensor, state: dict[str, torch.Tensor],
+                         new: int, history: int) -> torch.Tensor:
+        """The prior frames [B, C, new + lookahead] of a window -> PCM of the new ones,
+        through the streamed flow (piper/flow.py). The slot keeps each coupling's input
+        tail (`flow`) and z from HiFi-GAN's context before the next window's first frame to
+        as far as z is known (`z`, right-aligned).
+
+        Windows come as the engine sends them: the first of a clause has no history; until
+        the clause's end is in sight the lookahead is the whole decoder context, so each
+        window's prior reaches a fixed distance past the last one's end and z is final to
+        a fixed distance past its new frames; the window that first reaches the clause's
+        end (a shorter lookahead) computes z to that end, and the windows after it, with
+        less than a context of frames left, only read z from the slot."""
+        flow = self.streamed_flow
+        assert flow is not None
+        context = DECODER_CONTEXT_FRAMES
+        lookahead = self.traits.decoder_lookahead * self.frames_per_step
+        known = frames.shape[2]  # frames of prior from the first new one on
+        first = history == 0
+        if first:
+            done = 0
+        elif history < self.traits.decoder_history:
+            done = history * self.frames_per_step  # the engine's history is what was done
+        else:
+            done = context  # at least: all of HiFi-GAN's context is there
+        ahead = known if not first and known < lookahead else lookahead - flow.context
+        valid = 0 if first else min(done, context) + ahead  # z the slot holds
+        before = state["z"][:, :, state["z"].shape[2] - valid:]
+        if first or known >= lookahead:  # z to compute: to its end, or to where it is final
+            where = FlowWindow(first=first, last=known - new < lookahead)
+            prior = frames if first else frames[:, :, lookahead - 2 * flow.reach:]
+            caches = [] if first else list(state["flow"].unbind(1))
+            z_new, kept = flow.stream(prior.to(self.hifigan.device), caches, where)
+            z = torch.cat([before, z_new.to(before.dtype)], 2)
+            if not where.last:
+                state["flow"] = torch.stack(kept, 1)
+        else:  # the clause's end was reached before: its z is all in the slot
+            z = before
+        offset = min(done, context)  # where the first new frame is in z
+        audio = self._vocode(z[:, :, : offset + new + context], offset, new)
+        tail = z[:, :, max(0, offset + new - context):]
+        state["z"] = nn.functional.pad(tail, (state["z"].shape[2] - tail.shape[2], 0))
+        return audio
 
     # --- one request, offline ------------------------------------------------------------
 
@@ -439,6 +501,9 @@ def load_student_family(config: str | Path | None = None, weights: str | Path | 
     hifigan = HiFiGan.from_vits(vits).eval()
     needs_front = student.teacher_latent == "prior" or student.text_features is not None
     front = PiperFront(vits, num_threads=torch.get_num_threads()) if needs_front else None
+    streamed = PiperFlow.from_vits(vits).eval().to(device) \
+        if student.teacher_latent == "prior" else None
     family = StudentFamily(student, flow_lm.to(device), Phonemizer(files.read_config()),
-                           hifigan.to(device), front, is_random=is_random)
+                           hifigan.to(device), front, is_random=is_random,
+                           streamed_flow=streamed)
     return family
