@@ -168,6 +168,8 @@ class StudentFamily(FlowLMStages):
 
         self.hifigan.lower_precision(dtype)
         lower_precision(self.flow_lm, dtype)
+        if self.streamed_flow is not None:
+            self.streamed_flow.lower_precision(dtype)
 
     @property
     def sample_rate(self) -> int:
