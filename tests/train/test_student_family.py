@@ -311,8 +311,9 @@ def test_a_student_speeding_up_in_z_is_alike_batched_alone_and_offline(
 
 def test_bfloat16_runs_the_student_and_its_decoder_in_bfloat16_close_to_float32(
         tiny_config, tmp_path) -> None:
-    """`--precision bfloat16` for a student: its linears and the teacher's HiFi-GAN keep
-    bfloat16 weights; a step and a decoded window move only by bfloat16 rounding."""
+    """`--precision bfloat16` for a student: its linears, the teacher's streamed flow and
+    HiFi-GAN keep bfloat16 weights; a step and a decoded window move only by bfloat16
+    rounding."""
     from polyvox.models.joe_ar.family import load_student_family
     from polyvox.models.layers.attention import ContiguousKV
 
@@ -324,12 +325,13 @@ def test_bfloat16_runs_the_student_and_its_decoder_in_bfloat16_close_to_float32(
     linears = [m for m in low.flow_lm.modules() if isinstance(m, torch.nn.Linear)]
     assert linears and all(m.weight.dtype == torch.bfloat16 for m in linears)
     assert all(b.dtype == torch.bfloat16 for b in low.hifigan.buffers())
+    assert all(b.dtype == torch.bfloat16 for b in low.streamed_flow.buffers())
     latents = torch.randn(1, 24, plain.latent_dim, generator=torch.Generator().manual_seed(0))
     expected = plain.decode(latents * 0.5, plain.new_decoder_state())
     audio = low.decode(latents * 0.5, low.new_decoder_state())
     assert audio.dtype == torch.float32 and audio.shape == expected.shape
     error = float((audio - expected).norm() / expected.norm())
-    assert 0 < error < 3e-2
+    assert 0 < error < 1e-1  # random latents through a bf16 flow and HiFi-GAN: ~6%
     ids = torch.tensor([1, 0, 20, 0, 31, 0, 2])
     outputs = []
     for family in (plain, low):

@@ -160,10 +160,11 @@ class StudentFamily(FlowLMStages):
         return getattr(self.flow_lm, "pointer_head", None)
 
     def lower_precision(self, dtype: torch.dtype) -> None:
-        """`--precision bfloat16`: the student's linears and the teacher's HiFi-GAN keep
-        their weights in `dtype` and run in it; the teacher's flow stays in onnxruntime,
-        float32. On a CPU with AVX512-BF16 that is ~1.2x the audio per second at
-        saturation, for ~5% more word errors on dev (docs/perf.md, session 39)."""
+        """`--precision bfloat16`: the student's linears, the teacher's HiFi-GAN and its
+        streamed flow keep their weights in `dtype` and run in it (the onnxruntime flow, used
+        without a streamed one, stays float32). On a CPU with AVX512-BF16 that is ~1.2x the
+        audio per second at saturation; dev WER moves within what the judge resolves
+        (docs/perf.md, session 39)."""
         from polyvox.models.layers.precision import lower_precision
 
         self.hifigan.lower_precision(dtype)
