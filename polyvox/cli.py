@@ -68,7 +68,7 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from polyvox.config import add_chaining_argument
+    from polyvox.config import PRECISIONS, add_chaining_argument
     from polyvox.models.registry import DEFAULT_MODEL
 
     parser = argparse.ArgumentParser(prog="polyvox", description=__doc__)
@@ -86,8 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--no-normalize", dest="normalize", action="store_false",
                      help="speak the text as written (no reading of numbers, dates, ...)")
     say.add_argument("--device", default="cpu")
-    say.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
-                     default="float32")
+    say.add_argument("--precision", choices=PRECISIONS, default="float32")
     say.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     add_chaining_argument(say)
     say.set_defaults(func=_say)

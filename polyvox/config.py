@@ -8,6 +8,7 @@ from typing import Any
 
 SCHEDULES = ("sequential", "interleaved", "batched")
 CHAINING = ("chained", "audio", "pocket")
+PRECISIONS = ("float32", "bfloat16", "float16")  # --precision (layers/precision.py)
 GRAPHS = ("off", "shaped", "cuda")
 # Batch sizes the step and decoder run at when graphs are on: a batch is padded up to the
 # next one, so a handful of shapes (and captured CUDA graphs) serve every batch size.

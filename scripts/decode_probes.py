@@ -233,10 +233,16 @@ def resample_pauses(z: torch.Tensor, frames: torch.Tensor, means: torch.Tensor,
              for i in nearest]
     weights = torch.tensor([1 / factor if p else 1.0 for p in pause], dtype=torch.float64)
     size = max(1, round(len(frames) / speed))
-    lengths = weights * size / float(weights.sum())  # output frames per source frame
+    return resample_by_lengths(z, weights * size / float(weights.sum()), size)
+
+
+def resample_by_lengths(z: torch.Tensor, lengths: torch.Tensor, size: int) -> torch.Tensor:
+    """z [C, T] resampled to `size` frames, source frame i lasting lengths[i] output frames
+    (they sum to `size`); each output frame reads z linearly interpolated at its source
+    time."""
     edges = torch.cat([torch.zeros(1, dtype=torch.float64), lengths.cumsum(0)])
     t = torch.arange(size, dtype=torch.float64) + 0.5
-    frame = (torch.searchsorted(edges, t, right=True) - 1).clamp(0, len(frames) - 1)
+    frame = (torch.searchsorted(edges, t, right=True) - 1).clamp(0, len(lengths) - 1)
     source = (frame + (t - edges[frame]) / lengths[frame] - 0.5).clamp(0, z.shape[-1] - 1)
     return interpolate_frames(z, source).T
 
@@ -255,12 +261,7 @@ def resample_by_change(z: torch.Tensor, speed: float, power: float) -> torch.Ten
         low, high = (scale, high) if float(torch.clamp(scale * share, max=1.0).sum()) < size \
             else (low, scale)
     lengths = torch.clamp(scale * share, max=1.0)
-    lengths *= size / float(lengths.sum())
-    edges = torch.cat([torch.zeros(1, dtype=torch.float64), lengths.cumsum(0)])
-    t = torch.arange(size, dtype=torch.float64) + 0.5
-    frame = (torch.searchsorted(edges, t, right=True) - 1).clamp(0, z.shape[-1] - 1)
-    source = (frame + (t - edges[frame]) / lengths[frame] - 0.5).clamp(0, z.shape[-1] - 1)
-    return interpolate_frames(z, source).T
+    return resample_by_lengths(z, lengths * size / float(lengths.sum()), size)
 
 
 def resample_segments(z: torch.Tensor, speed: float, length: int) -> torch.Tensor:

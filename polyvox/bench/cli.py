@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from polyvox.config import (
+    PRECISIONS,
     EngineConfig,
     add_chaining_argument,
     add_device_arguments,
@@ -24,7 +25,7 @@ def add_bench_parser(commands: Any) -> None:
     bench = commands.add_parser("bench", help="benchmark the engine in-process")
     bench.add_argument("--model", default="pocket/english")
     bench.add_argument("--weights")
-    bench.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
+    bench.add_argument("--precision", choices=PRECISIONS,
                        default="float32", help="weights of pocket models' matmuls (the "
                        "pocket-tts baseline stays float32)")
     bench.add_argument("--equal-precision", action=argparse.BooleanOptionalAction,

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from polyvox.config import PRECISIONS
 from polyvox.eval.sets import KINDS, SPLITS, EvalItem, file_digest, load_items
 
 
@@ -56,7 +57,7 @@ def add_eval_parser(commands: Any) -> None:
     parser.add_argument("--speed", type=float, default=1.0,
                         help="OpenAI's speed (0.25-4.0) for the model and its teacher: the "
                         "WER of fast or slow speech")
-    parser.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
+    parser.add_argument("--precision", choices=PRECISIONS,
                         default="float32", help="the model's (and its teacher's) weights, as "
                         "`polyvox serve --precision` keeps them")
     parser.add_argument("--threads", type=_positive_int, default=2,

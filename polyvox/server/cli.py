@@ -17,7 +17,12 @@ def default_data_dir() -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from polyvox.config import SCHEDULES, add_chaining_argument, add_device_arguments
+    from polyvox.config import (
+        PRECISIONS,
+        SCHEDULES,
+        add_chaining_argument,
+        add_device_arguments,
+    )
     from polyvox.models.registry import DEFAULT_MODEL
 
     model = parser.add_argument_group("model")
@@ -25,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--weights", help="checkpoint file, directory or cached HF repo id")
     model.add_argument("--tokenizer", help="tokenizer file (when not next to the weights)")
     model.add_argument("--device", default="cpu")
-    model.add_argument("--precision", choices=["float32", "bfloat16", "float16"], default="float32",
+    model.add_argument("--precision", choices=PRECISIONS, default="float32",
                        help="weights of Pocket models' matmuls and convs, of Piper's decoder, "
                        "of joe-ar's student and decoder (bfloat16: ~2x faster Pocket, ~1.2x "
                        "joe-ar on CPUs with AVX512-BF16, ~1e-2 from float32; float16 for GPUs)")

@@ -77,7 +77,7 @@ def test_joe_ar_in_bfloat16_keeps_every_linear_and_its_decoder_low() -> None:
     assert len(linears) > 10
     assert {m.weight.dtype for m in linears} == {torch.bfloat16}
     assert {b.dtype for b in family.hifigan.buffers()} == {torch.bfloat16}
-    assert {b.dtype for b in family.streamed_flow.buffers()} == {torch.bfloat16}
+    assert {b.dtype for b in family.streamed_flow.parameters()} == {torch.bfloat16}
 
 
 def test_piper_decoder_in_bfloat16_stays_close_to_float32() -> None:

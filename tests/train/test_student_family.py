@@ -325,7 +325,7 @@ def test_bfloat16_runs_the_student_and_its_decoder_in_bfloat16_close_to_float32(
     linears = [m for m in low.flow_lm.modules() if isinstance(m, torch.nn.Linear)]
     assert linears and all(m.weight.dtype == torch.bfloat16 for m in linears)
     assert all(b.dtype == torch.bfloat16 for b in low.hifigan.buffers())
-    assert all(b.dtype == torch.bfloat16 for b in low.streamed_flow.buffers())
+    assert all(b.dtype == torch.bfloat16 for b in low.streamed_flow.parameters())
     latents = torch.randn(1, 24, plain.latent_dim, generator=torch.Generator().manual_seed(0))
     expected = plain.decode(latents * 0.5, plain.new_decoder_state())
     audio = low.decode(latents * 0.5, low.new_decoder_state())

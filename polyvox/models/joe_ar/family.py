@@ -328,24 +328,21 @@ class StudentFamily(FlowLMStages):
         group = self.frames_per_step
         frames = latents if z else self.flow_lm.denormalize(latents)
         frames = ungroup_frames(frames, self.channels).transpose(1, 2)
+        if self.streamed_flow is not None and not z:  # the slot's history goes unused
+            return self._decode_streamed(frames, state, steps * group, history)
         kept = state["history"].shape[2]
-        if self.streamed_flow is not None and not z:
-            audio = self._decode_streamed(frames, state, steps * group, history)
-        else:
-            past = state["history"][:, :, kept - history * group:] if history \
-                else frames[:, :, :0]
-            window = torch.cat([past, frames], dim=2)  # [B, C, (h + N + L) * G]
-            if self.flow is not None and not z:  # the prior -> z (onnxruntime)
-                window = self.flow.flow_from_prior(window).to(frames.device)
-            # HiFi-GAN reaches DECODER_CONTEXT_FRAMES either side: the wider window the
-            # flow needed is cut down to that before the (costlier) vocoder.
-            start = history * group  # the first new frame in the window
-            first = max(0, start - DECODER_CONTEXT_FRAMES)
-            last = min(window.shape[2], start + steps * group + DECODER_CONTEXT_FRAMES)
-            audio = self._vocode(window[:, :, first:last], start - first, steps * group)
+        past = state["history"][:, :, kept - history * group:] if history else frames[:, :, :0]
+        window = torch.cat([past, frames], dim=2)  # [B, C, (h + N + L) * G]
+        if self.flow is not None and not z:  # the prior -> z (onnxruntime, all rows at once)
+            window = self.flow.flow_from_prior(window).to(frames.device)
+        # HiFi-GAN reaches DECODER_CONTEXT_FRAMES either side: the wider window the flow
+        # needed is cut down to that before the (costlier) vocoder.
+        start = history * group  # the first new frame in the window
+        first = max(0, start - DECODER_CONTEXT_FRAMES)
+        last = min(window.shape[2], start + steps * group + DECODER_CONTEXT_FRAMES)
         state["history"] = torch.cat([state["history"], frames[:, :, : steps * group]],
                                      2)[:, :, -kept:]
-        return audio
+        return self._vocode(window[:, :, first:last], start - first, steps * group)
 
     def _vocode(self, z: torch.Tensor, offset: int, count: int) -> torch.Tensor:
         """HiFi-GAN over z [B, C, T]; the PCM of its frames offset .. offset + count."""
@@ -375,26 +372,22 @@ class StudentFamily(FlowLMStages):
         lookahead = self.traits.decoder_lookahead * self.frames_per_step
         known = frames.shape[2]  # frames of prior from the first new one on
         first = history == 0
-        if first:
-            done = 0
-        elif history < self.traits.decoder_history:
-            done = history * self.frames_per_step  # the engine's history is what was done
-        else:
-            done = context  # at least: all of HiFi-GAN's context is there
+        # where the first new frame is in z: HiFi-GAN's context before it, or the clause's
+        # start (the engine's history is all that was done while under the decoder's)
+        offset = min(history * self.frames_per_step, context)
         ahead = known if not first and known < lookahead else lookahead - flow.context
-        valid = 0 if first else min(done, context) + ahead  # z the slot holds
+        valid = 0 if first else offset + ahead  # z the slot holds
         before = state["z"][:, :, state["z"].shape[2] - valid:]
         if first or known >= lookahead:  # z to compute: to its end, or to where it is final
             where = FlowWindow(first=first, last=known - new < lookahead)
             prior = frames if first else frames[:, :, lookahead - 2 * flow.reach:]
             caches = [] if first else list(state["flow"].unbind(1))
-            z_new, kept = flow.stream(prior.to(self.hifigan.device), caches, where)
-            z = torch.cat([before, z_new.to(before.dtype)], 2)
+            z_new, kept = flow.stream(prior, caches, where)
+            z = torch.cat([before, z_new], 2)
             if not where.last:
                 state["flow"] = torch.stack(kept, 1)
         else:  # the clause's end was reached before: its z is all in the slot
             z = before
-        offset = min(done, context)  # where the first new frame is in z
         audio = self._vocode(z[:, :, : offset + new + context], offset, new)
         tail = z[:, :, max(0, offset + new - context):]
         state["z"] = nn.functional.pad(tail, (state["z"].shape[2] - tail.shape[2], 0))

@@ -45,22 +45,34 @@ class FlowWindow:
     last: bool
 
 
+class _Coupling(nn.Module):
+    """One coupling layer's convolutions: `pre` (1x1, half the channels in), the WaveNet's
+    gated `gates` and `outputs` (residual and skip halves; the last only skip), `post`."""
+
+    def __init__(self, convs: dict[str, nn.Conv1d], depth: int) -> None:
+        super().__init__()
+        self.pre, self.post = convs["pre"], convs["post"]
+        self.gates = nn.ModuleList(convs[f"enc/in_layers.{i}"] for i in range(depth))
+        self.outputs = nn.ModuleList(convs[f"enc/res_skip_layers.{i}"] for i in range(depth))
+
+
+def _conv(layer: nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
+    """The layer in its weights' dtype (bfloat16 after `lower_precision`), zero-padded.
+    NOTE: F.conv1d, not the module's call: a streamed window is ~40 small convolutions,
+    and the module call's own overhead showed in a 1-row window's time."""
+    return F.conv1d(x.to(layer.weight.dtype), layer.weight, layer.bias,
+                    padding=layer.padding)
+
+
 class PiperFlow(nn.Module):
     """The noise-free reverse flow: prior mean [B, C, T] -> z [B, C, T]."""
 
-    def __init__(self, weights: dict[str, tuple[torch.Tensor, torch.Tensor | None]],
-                 couplings: list[int], depth: int) -> None:
+    def __init__(self, couplings: list[_Coupling]) -> None:
         super().__init__()
-        self.names: dict[str, tuple[str, str | None]] = {}
-        for index, (node, (weight, bias)) in enumerate(sorted(weights.items())):
-            self.register_buffer(f"w{index}", weight.float().contiguous())
-            if bias is not None:
-                self.register_buffer(f"b{index}", bias.float().contiguous())
-            self.names[node] = (f"w{index}", f"b{index}" if bias is not None else None)
-        self.couplings = couplings  # graph indices, in the order inference runs them
-        self.depth = depth
-        kernel = int(self._weight(couplings[0], "enc/in_layers.0")[0].shape[-1])
-        self.reach = depth * (kernel // 2)  # frames either side one coupling reads
+        self.couplings = nn.ModuleList(couplings)  # in the order inference runs them
+        self.depth = len(couplings[0].gates)
+        kernel = couplings[0].gates[0].kernel_size[0]
+        self.reach = self.depth * (kernel // 2)  # frames either side one coupling reads
 
     @property
     def context(self) -> int:
@@ -69,57 +81,57 @@ class PiperFlow(nn.Module):
 
     @staticmethod
     def from_vits(vits: VitsGraph) -> PiperFlow:
-        weights: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        layers: dict[int, dict[str, nn.Conv1d]] = {}
         for node in vits.model.graph.node:
-            if node.op_type == "Conv" and _CONV.fullmatch(node.name):
-                tensors = [torch.from_numpy(vits.initializer(name).copy())
-                           for name in node.input[1:3]]
-                weights[node.name] = (tensors[0], tensors[1] if len(tensors) > 1 else None)
-        couplings = sorted({int(_CONV.fullmatch(name)[1]) for name in weights}, reverse=True)
-        if not couplings:
+            named = _CONV.fullmatch(node.name) if node.op_type == "Conv" else None
+            if named is None:
+                continue
+            weight, *bias = (torch.from_numpy(vits.initializer(name).copy()).float()
+                             for name in node.input[1:3])
+            out_channels, in_channels, kernel = weight.shape
+            conv = nn.Conv1d(in_channels, out_channels, kernel, padding=kernel // 2,
+                             bias=bool(bias))
+            conv.weight.data = weight
+            if bias:
+                conv.bias.data = bias[0]
+            layers.setdefault(int(named[1]), {})[named[2]] = conv
+        if not layers:
             raise GraphSurgeryError("no flow coupling layers (/flow/flows.N/...) in the graph")
-        depths = {sum(1 for name in weights if name.startswith(f"/flow/flows.{c}/enc/in_"))
-                  for c in couplings}
-        if len(depths) != 1 or any(f"/flow/flows.{c}/{part}/Conv" not in weights
-                                   for c in couplings for part in ("pre", "post")):
+        depths = {sum(name.startswith("enc/in_layers") for name in convs)
+                  for convs in layers.values()}
+        depth = depths.pop()
+        if depths or any({"pre", "post"} - set(convs) for convs in layers.values()):
             raise GraphSurgeryError("the flow's coupling layers are not all alike: "
                                     "an unknown Piper flow layout")
-        return PiperFlow(weights, couplings, depths.pop())
+        flow = PiperFlow([_Coupling(layers[index], depth)
+                          for index in sorted(layers, reverse=True)])
+        return flow.requires_grad_(False)  # inference only
 
     def lower_precision(self, dtype: torch.dtype) -> None:
         """Weights in `dtype`, the convolutions run in it; z still comes out float32."""
-        for name, tensor in self.named_buffers():
-            setattr(self, name, tensor.to(dtype))
-
-    def _weight(self, coupling: int, part: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-        weight, bias = self.names[f"/flow/flows.{coupling}/{part}/Conv"]
-        return getattr(self, weight), getattr(self, bias) if bias else None
-
-    def _conv(self, coupling: int, part: str, x: torch.Tensor) -> torch.Tensor:
-        weight, bias = self._weight(coupling, part)
-        return F.conv1d(x.to(weight.dtype), weight, bias, padding=weight.shape[-1] // 2)
+        self.to(dtype)
 
     def coupling(self, index: int, x: torch.Tensor) -> torch.Tensor:
         """The `index`-th coupling inference runs (flip included) over a window of frames,
         its edges zero-padded: exact `reach` frames in from an edge that is not the
         sentence's."""
-        coupling = self.couplings[index]
+        layer = self.couplings[index]
         x = torch.flip(x, [1])
         half = x.shape[1] // 2
         first, second = x[:, :half], x[:, half:]
-        h = self._conv(coupling, "pre", first)
+        h = _conv(layer.pre, first)
         skip = None
-        for layer in range(self.depth):
-            gates = self._conv(coupling, f"enc/in_layers.{layer}", h)
+        for depth, (gates_conv, outputs_conv) in enumerate(zip(layer.gates, layer.outputs)):
+            gates = _conv(gates_conv, h)
             width = gates.shape[1] // 2
             acts = torch.tanh(gates[:, :width]) * torch.sigmoid(gates[:, width:])
-            out = self._conv(coupling, f"enc/res_skip_layers.{layer}", acts)
-            if layer < self.depth - 1:
+            out = _conv(outputs_conv, acts)
+            if depth < self.depth - 1:
                 h = h + out[:, :width]
                 out = out[:, width:]
             skip = out if skip is None else skip + out
         assert skip is not None
-        mean = self._conv(coupling, "post", skip).float()
+        mean = _conv(layer.post, skip).float()
         return torch.cat([first, second - mean], 1)
 
     def forward(self, prior: torch.Tensor) -> torch.Tensor:  # [B, C, T] -> [B, C, T]
